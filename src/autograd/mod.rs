@@ -1,0 +1,5 @@
+//! Reverse-mode automatic differentiation over a [`Backend`](crate::backend::Backend).
+
+mod param;
+
+pub use param::{Gradients, Param, ParamId};

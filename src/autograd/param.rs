@@ -1,0 +1,140 @@
+//! Trainable parameters and the gradients a backward pass produces.
+
+use std::cell::{Ref, RefCell, RefMut};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ndarray::Array2;
+
+use crate::backend::Backend;
+
+static NEXT_PARAM_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Process-unique identity of a [`Param`]; optimiser state is keyed by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParamId(u64);
+
+impl ParamId {
+    fn fresh() -> Self {
+        ParamId(NEXT_PARAM_ID.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// A trainable tensor. Cloning a `Param` shares the same storage (a handle),
+/// like `torch.nn.Parameter` held by two modules.
+#[derive(Clone, Debug)]
+pub struct Param<B: Backend> {
+    id: ParamId,
+    backend: B,
+    value: Rc<RefCell<B::Tensor>>,
+}
+
+impl<B: Backend> Param<B> {
+    /// Wraps a device tensor as a new parameter.
+    pub fn new(backend: &B, value: B::Tensor) -> Self {
+        Param {
+            id: ParamId::fresh(),
+            backend: backend.clone(),
+            value: Rc::new(RefCell::new(value)),
+        }
+    }
+
+    /// Uploads a host array as a new parameter.
+    pub fn from_array(backend: &B, a: &Array2<B::Elem>) -> Self {
+        Self::new(backend, backend.from_array(a.view()))
+    }
+
+    /// The parameter's identity.
+    pub fn id(&self) -> ParamId {
+        self.id
+    }
+
+    /// The backend the parameter lives on.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Borrows the current value.
+    pub fn value(&self) -> Ref<'_, B::Tensor> {
+        self.value.borrow()
+    }
+
+    /// Mutably borrows the value (optimisers, checkpoint loading).
+    pub fn value_mut(&self) -> RefMut<'_, B::Tensor> {
+        self.value.borrow_mut()
+    }
+
+    /// `(rows, cols)`.
+    pub fn shape(&self) -> (usize, usize) {
+        self.backend.shape(&self.value.borrow())
+    }
+
+    /// Number of scalar entries.
+    pub fn numel(&self) -> usize {
+        let (r, c) = self.shape();
+        r * c
+    }
+
+    /// Copies the value to the host.
+    pub fn to_array(&self) -> Array2<B::Elem> {
+        self.backend.to_array(&self.value.borrow())
+    }
+
+    /// Replaces the value (same shape expected; checked by callers that take user input).
+    pub fn set(&self, value: B::Tensor) {
+        *self.value.borrow_mut() = value;
+    }
+}
+
+/// Gradients of a scalar with respect to the parameters that took part in
+/// its computation, as returned by [`Var::backward`](crate::autograd::Var::backward).
+#[derive(Debug)]
+pub struct Gradients<B: Backend> {
+    pub(crate) by_param: HashMap<ParamId, B::Tensor>,
+}
+
+impl<B: Backend> Default for Gradients<B> {
+    fn default() -> Self {
+        Gradients {
+            by_param: HashMap::new(),
+        }
+    }
+}
+
+impl<B: Backend> Gradients<B> {
+    /// The gradient of `p`, if `p` was used.
+    pub fn get(&self, p: &Param<B>) -> Option<&B::Tensor> {
+        self.by_param.get(&p.id)
+    }
+
+    /// Mutable access (clipping, scaling).
+    pub fn get_mut(&mut self, p: &Param<B>) -> Option<&mut B::Tensor> {
+        self.by_param.get_mut(&p.id)
+    }
+
+    /// Sets (or replaces) the gradient of `p`.
+    pub fn insert(&mut self, p: &Param<B>, g: B::Tensor) {
+        self.by_param.insert(p.id, g);
+    }
+
+    /// Number of parameters with a gradient.
+    pub fn len(&self) -> usize {
+        self.by_param.len()
+    }
+
+    /// Whether no parameter received a gradient.
+    pub fn is_empty(&self) -> bool {
+        self.by_param.is_empty()
+    }
+
+    /// Iterates over all gradient tensors (order unspecified).
+    pub fn tensors_mut(&mut self) -> impl Iterator<Item = &mut B::Tensor> {
+        self.by_param.values_mut()
+    }
+
+    /// Iterates over all gradient tensors (order unspecified).
+    pub fn tensors(&self) -> impl Iterator<Item = &B::Tensor> {
+        self.by_param.values()
+    }
+}

@@ -1,0 +1,335 @@
+//! Compute backends.
+//!
+//! A [`Backend`] bundles every kernel the autograd tape and the optimisers
+//! need: dense and sparse products, element-wise maps, reductions, segment
+//! operations over a batch of graphs, losses and fused optimiser updates.
+//! Layers never call kernels directly; they build [`Var`](crate::autograd::Var)
+//! expressions, and the tape dispatches forward and backward through the
+//! backend. A new backend (the wgpu one, say) implements this trait and every
+//! layer, loss and optimiser runs on it unchanged.
+//!
+//! All tensors are **2-D, row-major** matrices: node features are `N x d`,
+//! weights `d_in x d_out`, biases `1 x d_out`, scalars `1 x 1`. Graph neural
+//! networks need nothing else, and the restriction keeps every kernel simple.
+//!
+//! Index vectors (labels, gather indices, segment offsets) live on the device
+//! as [`Backend::Index`].
+
+pub mod cpu;
+
+use ndarray::{Array2, ArrayView2};
+use sprs::CsMat;
+
+use crate::float::Float;
+
+pub use cpu::Cpu;
+
+/// Element-wise binary operations (with broadcasting, see [`Backend::binary`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b`
+    Div,
+}
+
+/// Element-wise unary maps. Parameters are stored as `f64`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum UnaryOp {
+    /// `max(x, 0)`
+    Relu,
+    /// `x` if `x > 0`, else `slope * x`.
+    LeakyRelu(f64),
+    /// `x` if `x > 0`, else `alpha * (exp(x) - 1)`.
+    Elu(f64),
+    /// `1 / (1 + exp(-x))`
+    Sigmoid,
+    /// `tanh(x)`
+    Tanh,
+    /// Exact (erf-based) GELU, as `torch.nn.GELU()`: `x * Φ(x)`.
+    Gelu,
+    /// `exp(x)`
+    Exp,
+    /// Natural logarithm.
+    Log,
+    /// `-x`
+    Neg,
+    /// `x * x`
+    Square,
+    /// `a * x + b`
+    Affine(f64, f64),
+}
+
+/// Axis of a 2-D tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Axis {
+    /// Along rows (reduces over rows: result is `1 x cols`).
+    Rows,
+    /// Along columns (reduces over columns: result is `rows x 1`).
+    Cols,
+}
+
+/// Reductions over the rows of each segment (graph) of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SegmentReduce {
+    /// Sum of the segment's rows (zero for an empty segment).
+    Sum,
+    /// Mean of the segment's rows (zero for an empty segment).
+    Mean,
+    /// Column-wise maximum (zero for an empty segment; gradient to the arg-max row).
+    Max,
+}
+
+/// A fused parameter-update rule, applied by [`Backend::optim_update`].
+///
+/// The optimisers in [`crate::optim`] translate their hyper-parameters into
+/// one of these, so that an update runs wherever the parameters live.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum UpdateRule {
+    /// SGD with momentum (`torch.optim.SGD` semantics). State: 1 slot (momentum buffer).
+    Sgd {
+        /// Learning rate.
+        lr: f64,
+        /// Momentum factor (0 disables the buffer).
+        momentum: f64,
+        /// Dampening for momentum.
+        dampening: f64,
+        /// Nesterov momentum.
+        nesterov: bool,
+        /// L2 penalty added to the gradient.
+        weight_decay: f64,
+    },
+    /// Adam / AdamW (`torch.optim.Adam` / `AdamW`). State: 2 slots (m, v).
+    Adam {
+        /// Learning rate.
+        lr: f64,
+        /// First-moment decay.
+        beta1: f64,
+        /// Second-moment decay.
+        beta2: f64,
+        /// Denominator epsilon.
+        eps: f64,
+        /// Weight decay.
+        weight_decay: f64,
+        /// `true`: decoupled (AdamW); `false`: L2 added to the gradient (Adam).
+        decoupled: bool,
+    },
+    /// AdaBelief (`adabelief-pytorch` semantics). State: 2 slots (m, s).
+    AdaBelief {
+        /// Learning rate.
+        lr: f64,
+        /// First-moment decay.
+        beta1: f64,
+        /// Belief decay.
+        beta2: f64,
+        /// Epsilon (added inside the belief and to the denominator).
+        eps: f64,
+        /// Weight decay.
+        weight_decay: f64,
+        /// `true`: decoupled weight decay; `false`: L2 added to the gradient.
+        decoupled: bool,
+        /// Rectified update (RAdam-style variance rectification).
+        rectify: bool,
+    },
+}
+
+impl UpdateRule {
+    /// Number of per-parameter state tensors the rule keeps.
+    pub fn num_slots(&self) -> usize {
+        match self {
+            UpdateRule::Sgd { momentum, .. } => usize::from(*momentum != 0.0),
+            UpdateRule::Adam { .. } | UpdateRule::AdaBelief { .. } => 2,
+        }
+    }
+}
+
+/// The set of kernels a device must provide.
+///
+/// Shapes are validated by the autograd layer before a kernel is called, so
+/// kernels may assume consistent shapes (and may panic on a violated
+/// precondition, which is a bug in the caller, never user input).
+pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
+    /// Element type of this backend's tensors.
+    type Elem: Float;
+    /// A dense row-major 2-D tensor on the device.
+    type Tensor: Clone + std::fmt::Debug;
+    /// A constant sparse CSR matrix on the device (graph operators, sparse
+    /// features). Products with its transpose must be available for backward.
+    type Sparse: Clone + std::fmt::Debug;
+    /// A vector of `u32` indices on the device.
+    type Index: Clone + std::fmt::Debug;
+
+    /// Human-readable name of the device (e.g. `"cpu"` or the adapter name).
+    fn name(&self) -> String;
+
+    // ----- transfer and construction -------------------------------------
+
+    /// Copies a host array to the device.
+    fn from_array(&self, a: ArrayView2<'_, Self::Elem>) -> Self::Tensor;
+    /// Copies a device tensor to the host.
+    fn to_array(&self, t: &Self::Tensor) -> Array2<Self::Elem>;
+    /// `(rows, cols)` of a tensor.
+    fn shape(&self, t: &Self::Tensor) -> (usize, usize);
+    /// A tensor filled with `value`.
+    fn full(&self, rows: usize, cols: usize, value: Self::Elem) -> Self::Tensor;
+    /// Uploads a sparse matrix (CSR or CSC storage; converted as needed).
+    fn sparse_from_csmat(&self, m: &CsMat<Self::Elem>) -> Self::Sparse;
+    /// `(rows, cols)` of a sparse matrix.
+    fn sparse_shape(&self, s: &Self::Sparse) -> (usize, usize);
+    /// Number of stored entries.
+    fn sparse_nnz(&self, s: &Self::Sparse) -> usize;
+    /// Uploads an index vector.
+    fn index_from_slice(&self, idx: &[u32]) -> Self::Index;
+    /// Length of an index vector.
+    fn index_len(&self, idx: &Self::Index) -> usize;
+
+    // ----- products --------------------------------------------------------
+
+    /// `op(a) · op(b)` where `op` transposes when the flag is set.
+    fn matmul(
+        &self,
+        a: &Self::Tensor,
+        b: &Self::Tensor,
+        trans_a: bool,
+        trans_b: bool,
+    ) -> Self::Tensor;
+    /// `S · x`, or `Sᵀ · x` when `transpose` is set.
+    fn spmm(&self, s: &Self::Sparse, x: &Self::Tensor, transpose: bool) -> Self::Tensor;
+    /// A sparse matrix with the same structure as `s` and values multiplied
+    /// entry-wise by `scale` (a `1 x nnz` tensor, in storage order). Used by
+    /// dropout on sparse inputs.
+    fn sparse_scale_values(&self, s: &Self::Sparse, scale: &Self::Tensor) -> Self::Sparse;
+
+    // ----- element-wise ----------------------------------------------------
+
+    /// `a ∘ b` with broadcasting: `b` may have the shape of `a`, or be a row
+    /// (`1 x c`), a column (`r x 1`) or a scalar (`1 x 1`); symmetrically `a`
+    /// may be the broadcast side.
+    fn binary(&self, op: BinaryOp, a: &Self::Tensor, b: &Self::Tensor) -> Self::Tensor;
+    /// Sums `t` over broadcast axes down to `rows x cols` (each of which is
+    /// either `t`'s size or 1). The backward of broadcasting.
+    fn sum_to(&self, t: &Self::Tensor, rows: usize, cols: usize) -> Self::Tensor;
+    /// `f(x)` element-wise.
+    fn unary(&self, op: UnaryOp, x: &Self::Tensor) -> Self::Tensor;
+    /// `dy ∘ f'(x)`, given the input `x` and the output `y = f(x)`.
+    fn unary_grad(
+        &self,
+        op: UnaryOp,
+        x: &Self::Tensor,
+        y: &Self::Tensor,
+        dy: &Self::Tensor,
+    ) -> Self::Tensor;
+    /// Sum over an axis (kept as a 2-D tensor).
+    fn sum_axis(&self, x: &Self::Tensor, axis: Axis) -> Self::Tensor;
+    /// Sum of squares of all entries (read back to the host).
+    fn sum_squares(&self, x: &Self::Tensor) -> f64;
+
+    // ----- normalisation and attention --------------------------------------
+
+    /// Softmax (or log-softmax) along `axis` (`Cols`: each row sums to 1).
+    fn softmax(&self, x: &Self::Tensor, axis: Axis, log: bool) -> Self::Tensor;
+    /// Backward of [`Backend::softmax`] from its output `y`.
+    fn softmax_grad(
+        &self,
+        y: &Self::Tensor,
+        dy: &Self::Tensor,
+        axis: Axis,
+        log: bool,
+    ) -> Self::Tensor;
+    /// Row-wise standardisation: returns `(x̂, rstd)` with `x̂ = (x - mean) * rstd`,
+    /// `rstd = 1 / sqrt(var + eps)` (`rows x 1`), biased variance as in
+    /// `torch.nn.LayerNorm`.
+    fn layer_norm(&self, x: &Self::Tensor, eps: f64) -> (Self::Tensor, Self::Tensor);
+    /// Backward of [`Backend::layer_norm`] with respect to `x`, given `x̂`, `rstd` and `dx̂`.
+    fn layer_norm_grad(
+        &self,
+        xhat: &Self::Tensor,
+        rstd: &Self::Tensor,
+        dxhat: &Self::Tensor,
+    ) -> Self::Tensor;
+    /// A dropout mask: each entry is 0 with probability `p`, else `1 / (1 - p)`.
+    /// Deterministic in `seed`.
+    fn dropout_mask(&self, rows: usize, cols: usize, p: f64, seed: u64) -> Self::Tensor;
+
+    // ----- shape manipulation ---------------------------------------------
+
+    /// Concatenates tensors along `axis` (`Cols`: side by side).
+    fn concat(&self, parts: &[&Self::Tensor], axis: Axis) -> Self::Tensor;
+    /// The half-open range `start..end` of rows (`Axis::Rows`) or columns.
+    fn slice(&self, x: &Self::Tensor, axis: Axis, start: usize, end: usize) -> Self::Tensor;
+    /// Rows `x[idx[i]]`.
+    fn gather_rows(&self, x: &Self::Tensor, idx: &Self::Index) -> Self::Tensor;
+    /// `out[idx[i]] += src[i]` into a zero `rows x src.cols` tensor.
+    fn scatter_add_rows(&self, src: &Self::Tensor, idx: &Self::Index, rows: usize) -> Self::Tensor;
+
+    // ----- segment operations (rows grouped contiguously by graph) --------------
+
+    /// Reduces each segment `ptr[g]..ptr[g+1]` of rows to one row
+    /// (`G x cols`). For `Max` also returns the arg-max row of each output
+    /// entry (`G * cols` indices; `u32::MAX` for an empty segment).
+    fn segment_reduce(
+        &self,
+        x: &Self::Tensor,
+        ptr: &Self::Index,
+        op: SegmentReduce,
+    ) -> (Self::Tensor, Option<Self::Index>);
+    /// Backward of [`Backend::segment_reduce`]: `dy` is `G x cols`, the result `rows x cols`.
+    fn segment_reduce_grad(
+        &self,
+        dy: &Self::Tensor,
+        ptr: &Self::Index,
+        op: SegmentReduce,
+        argmax: Option<&Self::Index>,
+        rows: usize,
+    ) -> Self::Tensor;
+    /// Softmax over the rows of each segment, per column.
+    fn segment_softmax(&self, x: &Self::Tensor, ptr: &Self::Index) -> Self::Tensor;
+    /// Backward of [`Backend::segment_softmax`] from its output.
+    fn segment_softmax_grad(
+        &self,
+        y: &Self::Tensor,
+        dy: &Self::Tensor,
+        ptr: &Self::Index,
+    ) -> Self::Tensor;
+    /// Broadcasts row `g` of `x` (`G x c`) to every row of segment `g` (`N x c`).
+    fn segment_broadcast(&self, x: &Self::Tensor, ptr: &Self::Index, rows: usize) -> Self::Tensor;
+
+    // ----- losses -------------------------------------------------------------
+
+    /// Mean negative log-likelihood `-(1/n) Σ_i logp[i, target[i]]` (`1 x 1`).
+    fn nll(&self, logp: &Self::Tensor, target: &Self::Index) -> Self::Tensor;
+    /// Backward of [`Backend::nll`]: `dy` is `1 x 1`.
+    fn nll_grad(
+        &self,
+        dy: &Self::Tensor,
+        target: &Self::Index,
+        rows: usize,
+        cols: usize,
+    ) -> Self::Tensor;
+    /// Mean binary cross-entropy with logits over all entries (`1 x 1`), numerically stable.
+    fn bce_with_logits(&self, z: &Self::Tensor, y: &Self::Tensor) -> Self::Tensor;
+    /// Backward of [`Backend::bce_with_logits`] with respect to `z`.
+    fn bce_with_logits_grad(
+        &self,
+        z: &Self::Tensor,
+        y: &Self::Tensor,
+        dy: &Self::Tensor,
+    ) -> Self::Tensor;
+
+    // ----- optimisers ------------------------------------------------------------
+
+    /// Applies one update of `rule` in place. `step` counts from 1;
+    /// `slots` holds [`UpdateRule::num_slots`] state tensors shaped like `param`.
+    fn optim_update(
+        &self,
+        rule: &UpdateRule,
+        step: u64,
+        param: &mut Self::Tensor,
+        grad: &Self::Tensor,
+        slots: &mut [Self::Tensor],
+    );
+}

@@ -1,0 +1,125 @@
+//! The crate's single error type and its `Result` alias.
+
+use std::path::PathBuf;
+
+/// Every fallible operation in `hdgcn` returns this error.
+///
+/// Variants are structured so that callers can match on what went wrong and
+/// the `Display` text names the offending value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Two shapes that must agree do not.
+    #[error("shape mismatch in {op}: expected {expected}, got {got}")]
+    ShapeMismatch {
+        /// Operation or argument that checked the shapes.
+        op: &'static str,
+        /// What was expected, e.g. `"(2708, 1433)"`.
+        expected: String,
+        /// What was given.
+        got: String,
+    },
+    /// An edge (or index) points at a node that does not exist.
+    #[error("node index {index} out of range for a graph with {num_nodes} nodes")]
+    NodeOutOfRange {
+        /// The offending index.
+        index: usize,
+        /// Number of nodes in the graph.
+        num_nodes: usize,
+    },
+    /// An index into rows, classes or segments is out of range.
+    #[error("index {index} out of range in {what} (length {len})")]
+    IndexOutOfRange {
+        /// What was indexed.
+        what: &'static str,
+        /// The offending index.
+        index: usize,
+        /// Length of the indexed dimension.
+        len: usize,
+    },
+    /// A value is NaN or infinite where a finite number is required.
+    #[error("non-finite value {value} in {what}")]
+    NonFinite {
+        /// Where the value was found.
+        what: String,
+        /// The value itself.
+        value: f64,
+    },
+    /// A negative edge weight where the normalisation requires non-negative weights.
+    #[error("negative edge weight {weight} on edge ({src}, {dst}): {why}")]
+    NegativeWeight {
+        /// Source node.
+        src: usize,
+        /// Target node.
+        dst: usize,
+        /// The weight.
+        weight: f64,
+        /// Why negative weights are not allowed here.
+        why: &'static str,
+    },
+    /// A graph (or batch, or segment) with no nodes where one is required.
+    #[error("empty input: {0}")]
+    Empty(String),
+    /// A hyper-parameter or option is outside its valid range.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// A data file could not be parsed.
+    #[error("malformed data in {path}: {reason}")]
+    Format {
+        /// The file (or logical source) that was being read.
+        path: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// A required file is missing.
+    #[error("file not found: {}", .0.display())]
+    MissingFile(PathBuf),
+    /// A numerical routine did not converge.
+    #[error("numerical failure: {0}")]
+    Numerical(String),
+    /// A backend (device) is unavailable or failed.
+    #[error("backend error: {0}")]
+    Backend(String),
+    /// An autograd misuse (e.g. backward from a non-scalar).
+    #[error("autograd: {0}")]
+    Autograd(String),
+    /// An I/O error, with the path involved.
+    #[error("I/O error on {}: {source}", path.display())]
+    Io {
+        /// The file involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// `Result` with [`enum@Error`] as the error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Shorthand for [`Error::ShapeMismatch`].
+    pub fn shape(op: &'static str, expected: impl Into<String>, got: impl Into<String>) -> Self {
+        Error::ShapeMismatch {
+            op,
+            expected: expected.into(),
+            got: got.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Format`].
+    pub fn format(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Format {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Io`].
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

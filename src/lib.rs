@@ -1,0 +1,14 @@
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+//! # hdgcn
+//!
+//! Graph neural networks in Rust.
+
+pub mod autograd;
+pub mod backend;
+pub mod error;
+pub mod float;
+pub mod nn;
+
+pub use error::{Error, Result};
+pub use float::Float;

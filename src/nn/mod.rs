@@ -1,0 +1,5 @@
+//! Neural-network building blocks.
+
+mod module;
+
+pub use module::{Module, ParamVisitor};
