@@ -1,0 +1,2 @@
+//! Optimisers (placeholder until the optimiser branch lands).
+pub mod kernels;
