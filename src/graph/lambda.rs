@@ -362,7 +362,7 @@ fn tridiag_solve(a: &[f64], b: &[f64], sigma: f64, rhs: &[f64], eps: f64) -> Vec
             d[i + 1] = t - f * d[i + 1];
             if i + 2 < k {
                 du2[i] = du[i + 1];
-                du[i + 1] = -f * du[i + 1];
+                du[i + 1] *= -f;
             }
             piv[i] = true;
         }
