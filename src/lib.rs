@@ -8,6 +8,7 @@ pub mod autograd;
 pub mod backend;
 pub mod error;
 pub mod float;
+pub mod graph;
 pub mod nn;
 pub mod optim;
 
