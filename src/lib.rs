@@ -6,8 +6,10 @@
 
 pub mod autograd;
 pub mod backend;
+pub mod data;
 pub mod error;
 pub mod float;
+pub mod metrics;
 pub mod nn;
 
 pub use error::{Error, Result};
