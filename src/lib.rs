@@ -9,6 +9,7 @@ pub mod backend;
 pub mod error;
 pub mod float;
 pub mod nn;
+pub mod optim;
 
 pub use error::{Error, Result};
 pub use float::Float;
