@@ -33,11 +33,7 @@ pub struct Param<B: Backend> {
 impl<B: Backend> Param<B> {
     /// Wraps a device tensor as a new parameter.
     pub fn new(backend: &B, value: B::Tensor) -> Self {
-        Param {
-            id: ParamId::fresh(),
-            backend: backend.clone(),
-            value: Rc::new(RefCell::new(value)),
-        }
+        Param { id: ParamId::fresh(), backend: backend.clone(), value: Rc::new(RefCell::new(value)) }
     }
 
     /// Uploads a host array as a new parameter.
@@ -92,13 +88,12 @@ impl<B: Backend> Param<B> {
 #[derive(Debug)]
 pub struct Gradients<B: Backend> {
     pub(crate) by_param: HashMap<ParamId, B::Tensor>,
+    pub(crate) by_node: HashMap<usize, B::Tensor>,
 }
 
 impl<B: Backend> Default for Gradients<B> {
     fn default() -> Self {
-        Gradients {
-            by_param: HashMap::new(),
-        }
+        Gradients { by_param: HashMap::new(), by_node: HashMap::new() }
     }
 }
 
@@ -106,6 +101,12 @@ impl<B: Backend> Gradients<B> {
     /// The gradient of `p`, if `p` was used.
     pub fn get(&self, p: &Param<B>) -> Option<&B::Tensor> {
         self.by_param.get(&p.id)
+    }
+
+    /// The gradient with respect to an input created by
+    /// [`Tape::input`](crate::autograd::Tape::input), if it was used.
+    pub fn wrt(&self, v: &crate::autograd::Var<B>) -> Option<&B::Tensor> {
+        v.node().and_then(|n| self.by_node.get(&n))
     }
 
     /// Mutable access (clipping, scaling).

@@ -1,9 +1,308 @@
-//! The CPU backend: ndarray dense kernels, row-parallel CSR kernels.
+//! The CPU backend: ndarray dense kernels and row-parallel CSR kernels
+//! (rayon), in `f32` or `f64`.
+
+mod elementwise;
+mod reduce;
+mod sparse;
 
 use std::marker::PhantomData;
+use std::sync::Arc;
+
+use ndarray::{Array2, ArrayView2, Axis as NdAxis, s};
+use rayon::prelude::*;
+use sprs::CsMat;
+
+pub use sparse::CpuCsr;
+
+use super::{Axis, Backend, BinaryOp, SegmentReduce, UnaryOp, UpdateRule, rng};
+use crate::float::Float;
 
 /// CPU backend over element type `F` (`f32` or `f64`).
+///
+/// ```
+/// use hdgcn::backend::{Backend, Cpu};
+/// let cpu = Cpu::<f64>::new();
+/// let a = cpu.from_array(ndarray::arr2(&[[1.0, 2.0], [3.0, 4.0]]).view());
+/// let b = cpu.matmul(&a, &a, false, true);
+/// assert_eq!(cpu.to_array(&b), ndarray::arr2(&[[5.0, 11.0], [11.0, 25.0]]));
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cpu<F = f32> {
     _f: PhantomData<F>,
+}
+
+impl<F: Float> Cpu<F> {
+    /// The CPU backend. Kernels use rayon's global thread pool
+    /// (`RAYON_NUM_THREADS` sets its size).
+    pub fn new() -> Self {
+        Cpu { _f: PhantomData }
+    }
+}
+
+pub(crate) fn std_layout<F: Float>(a: Array2<F>) -> Array2<F> {
+    if a.is_standard_layout() { a } else { a.as_standard_layout().into_owned() }
+}
+
+fn nd_axis(axis: Axis) -> NdAxis {
+    match axis {
+        Axis::Rows => NdAxis(0),
+        Axis::Cols => NdAxis(1),
+    }
+}
+
+impl<F: Float> Backend for Cpu<F> {
+    type Elem = F;
+    type Tensor = Array2<F>;
+    type Sparse = CpuCsr<F>;
+    type Index = Arc<Vec<u32>>;
+
+    fn name(&self) -> String {
+        format!("cpu ({}, {} threads)", F::NAME, rayon::current_num_threads())
+    }
+
+    fn from_array(&self, a: ArrayView2<'_, F>) -> Array2<F> {
+        a.as_standard_layout().into_owned()
+    }
+
+    fn to_array(&self, t: &Array2<F>) -> Array2<F> {
+        t.clone()
+    }
+
+    fn shape(&self, t: &Array2<F>) -> (usize, usize) {
+        t.dim()
+    }
+
+    fn full(&self, rows: usize, cols: usize, value: F) -> Array2<F> {
+        Array2::from_elem((rows, cols), value)
+    }
+
+    fn sparse_from_csmat(&self, m: &CsMat<F>) -> CpuCsr<F> {
+        CpuCsr::from_csmat(m)
+    }
+
+    fn sparse_shape(&self, s: &CpuCsr<F>) -> (usize, usize) {
+        s.shape()
+    }
+
+    fn sparse_nnz(&self, s: &CpuCsr<F>) -> usize {
+        s.nnz()
+    }
+
+    fn index_from_slice(&self, idx: &[u32]) -> Arc<Vec<u32>> {
+        Arc::new(idx.to_vec())
+    }
+
+    fn index_len(&self, idx: &Arc<Vec<u32>>) -> usize {
+        idx.len()
+    }
+
+    fn matmul(&self, a: &Array2<F>, b: &Array2<F>, trans_a: bool, trans_b: bool) -> Array2<F> {
+        let av = if trans_a { a.t() } else { a.view() };
+        let bv = if trans_b { b.t() } else { b.view() };
+        let mut out = Array2::zeros((av.nrows(), bv.ncols()));
+        ndarray::linalg::general_mat_mul(F::one(), &av, &bv, F::zero(), &mut out);
+        out
+    }
+
+    fn spmm(&self, s: &CpuCsr<F>, x: &Array2<F>, transpose: bool) -> Array2<F> {
+        let rows = if transpose { s.shape().1 } else { s.shape().0 };
+        let width = x.ncols();
+        let xs = x.as_standard_layout();
+        let out = s.spmm(xs.as_slice().expect("standard layout"), width, transpose);
+        Array2::from_shape_vec((rows, width), out).expect("spmm output shape")
+    }
+
+    fn sparse_scale_values(&self, s: &CpuCsr<F>, scale: &Array2<F>) -> CpuCsr<F> {
+        let data: Vec<F> = s.data().iter().zip(scale.iter()).map(|(&v, &m)| v * m).collect();
+        s.with_data(data)
+    }
+
+    fn binary(&self, op: BinaryOp, a: &Array2<F>, b: &Array2<F>) -> Array2<F> {
+        elementwise::binary(op, a, b)
+    }
+
+    fn sum_to(&self, t: &Array2<F>, rows: usize, cols: usize) -> Array2<F> {
+        let mut out = t.clone();
+        if rows == 1 && out.nrows() != 1 {
+            out = out.sum_axis(NdAxis(0)).insert_axis(NdAxis(0));
+        }
+        if cols == 1 && out.ncols() != 1 {
+            out = out.sum_axis(NdAxis(1)).insert_axis(NdAxis(1));
+        }
+        std_layout(out)
+    }
+
+    fn unary(&self, op: UnaryOp, x: &Array2<F>) -> Array2<F> {
+        elementwise::unary(op, x)
+    }
+
+    fn unary_grad(&self, op: UnaryOp, x: &Array2<F>, y: &Array2<F>, dy: &Array2<F>) -> Array2<F> {
+        elementwise::unary_grad(op, x, y, dy)
+    }
+
+    fn sum_axis(&self, x: &Array2<F>, axis: Axis) -> Array2<F> {
+        let ax = nd_axis(axis);
+        std_layout(x.sum_axis(ax).insert_axis(ax))
+    }
+
+    fn sum_squares(&self, x: &Array2<F>) -> f64 {
+        x.iter().map(|&v| v.to_f64_exact() * v.to_f64_exact()).sum()
+    }
+
+    fn softmax(&self, x: &Array2<F>, axis: Axis, log: bool) -> Array2<F> {
+        reduce::softmax(x, nd_axis(axis), log)
+    }
+
+    fn softmax_grad(&self, y: &Array2<F>, dy: &Array2<F>, axis: Axis, log: bool) -> Array2<F> {
+        reduce::softmax_grad(y, dy, nd_axis(axis), log)
+    }
+
+    fn layer_norm(&self, x: &Array2<F>, eps: f64) -> (Array2<F>, Array2<F>) {
+        reduce::layer_norm(x, eps)
+    }
+
+    fn layer_norm_grad(&self, xhat: &Array2<F>, rstd: &Array2<F>, dxhat: &Array2<F>) -> Array2<F> {
+        reduce::layer_norm_grad(xhat, rstd, dxhat)
+    }
+
+    fn dropout_mask(&self, rows: usize, cols: usize, p: f64, seed: u64) -> Array2<F> {
+        let scale = F::from_f64_lossy(1.0 / (1.0 - p));
+        let pf = p as f32;
+        let mut out = vec![F::zero(); rows * cols];
+        let fill = |(c, chunk): (usize, &mut [F])| {
+            let base = c * 4096;
+            for (k, o) in chunk.iter_mut().enumerate() {
+                if rng::keep(seed, (base + k) as u32, pf) {
+                    *o = scale;
+                }
+            }
+        };
+        if out.len() >= sparse::PAR_THRESHOLD {
+            out.par_chunks_mut(4096).enumerate().for_each(fill);
+        } else {
+            out.chunks_mut(4096).enumerate().for_each(fill);
+        }
+        Array2::from_shape_vec((rows, cols), out).expect("mask shape")
+    }
+
+    fn concat(&self, parts: &[&Array2<F>], axis: Axis) -> Array2<F> {
+        let views: Vec<ArrayView2<'_, F>> = parts.iter().map(|p| p.view()).collect();
+        std_layout(ndarray::concatenate(nd_axis(axis), &views).expect("concat shapes checked by caller"))
+    }
+
+    fn slice(&self, x: &Array2<F>, axis: Axis, start: usize, end: usize) -> Array2<F> {
+        match axis {
+            Axis::Rows => x.slice(s![start..end, ..]).to_owned(),
+            Axis::Cols => x.slice(s![.., start..end]).as_standard_layout().into_owned(),
+        }
+    }
+
+    fn gather_rows(&self, x: &Array2<F>, idx: &Arc<Vec<u32>>) -> Array2<F> {
+        let cols = x.ncols();
+        let mut out = Array2::zeros((idx.len(), cols));
+        for (mut o, &i) in out.rows_mut().into_iter().zip(idx.iter()) {
+            o.assign(&x.row(i as usize));
+        }
+        out
+    }
+
+    fn scatter_add_rows(&self, src: &Array2<F>, idx: &Arc<Vec<u32>>, rows: usize) -> Array2<F> {
+        let mut out = Array2::zeros((rows, src.ncols()));
+        for (r, &i) in src.rows().into_iter().zip(idx.iter()) {
+            let mut o = out.row_mut(i as usize);
+            o += &r;
+        }
+        out
+    }
+
+    fn segment_reduce(
+        &self,
+        x: &Array2<F>,
+        ptr: &Arc<Vec<u32>>,
+        op: SegmentReduce,
+    ) -> (Array2<F>, Option<Arc<Vec<u32>>>) {
+        let (out, arg) = reduce::segment_reduce(x, ptr, op);
+        (out, arg.map(Arc::new))
+    }
+
+    fn segment_reduce_grad(
+        &self,
+        dy: &Array2<F>,
+        ptr: &Arc<Vec<u32>>,
+        op: SegmentReduce,
+        argmax: Option<&Arc<Vec<u32>>>,
+        rows: usize,
+    ) -> Array2<F> {
+        reduce::segment_reduce_grad(dy, ptr, op, argmax.map(|a| a.as_slice()), rows)
+    }
+
+    fn segment_softmax(&self, x: &Array2<F>, ptr: &Arc<Vec<u32>>) -> Array2<F> {
+        reduce::segment_softmax(x, ptr)
+    }
+
+    fn segment_softmax_grad(&self, y: &Array2<F>, dy: &Array2<F>, ptr: &Arc<Vec<u32>>) -> Array2<F> {
+        reduce::segment_softmax_grad(y, dy, ptr)
+    }
+
+    fn segment_broadcast(&self, x: &Array2<F>, ptr: &Arc<Vec<u32>>, rows: usize) -> Array2<F> {
+        let mut out = Array2::zeros((rows, x.ncols()));
+        for g in 0..ptr.len() - 1 {
+            let (a, b) = (ptr[g] as usize, ptr[g + 1] as usize);
+            for i in a..b {
+                out.row_mut(i).assign(&x.row(g));
+            }
+        }
+        out
+    }
+
+    fn nll(&self, logp: &Array2<F>, target: &Arc<Vec<u32>>) -> Array2<F> {
+        let n = target.len();
+        let mut acc = F::zero();
+        for (i, &t) in target.iter().enumerate() {
+            acc += logp[[i, t as usize]];
+        }
+        let loss = if n == 0 { F::zero() } else { -acc / F::from_usize(n).expect("usize") };
+        Array2::from_elem((1, 1), loss)
+    }
+
+    fn nll_grad(&self, dy: &Array2<F>, target: &Arc<Vec<u32>>, rows: usize, cols: usize) -> Array2<F> {
+        let mut out = Array2::zeros((rows, cols));
+        let n = target.len();
+        if n > 0 {
+            let g = -dy[[0, 0]] / F::from_usize(n).expect("usize");
+            for (i, &t) in target.iter().enumerate() {
+                out[[i, t as usize]] = g;
+            }
+        }
+        out
+    }
+
+    fn bce_with_logits(&self, z: &Array2<F>, y: &Array2<F>) -> Array2<F> {
+        let n = F::from_usize(z.len().max(1)).expect("usize");
+        let total: F =
+            z.iter().zip(y.iter()).map(|(&z, &y)| z.max(F::zero()) - z * y + (-z.abs()).exp().ln_1p()).sum();
+        Array2::from_elem((1, 1), total / n)
+    }
+
+    fn bce_with_logits_grad(&self, z: &Array2<F>, y: &Array2<F>, dy: &Array2<F>) -> Array2<F> {
+        let scale = dy[[0, 0]] / F::from_usize(z.len().max(1)).expect("usize");
+        let mut out = z.clone();
+        out.zip_mut_with(y, |z, &y| *z = (elementwise::sigmoid(*z) - y) * scale);
+        out
+    }
+
+    fn optim_update(
+        &self,
+        rule: &UpdateRule,
+        step: u64,
+        param: &mut Array2<F>,
+        grad: &Array2<F>,
+        slots: &mut [Array2<F>],
+    ) {
+        let p = param.as_slice_mut().expect("parameters are standard layout");
+        let g = grad.as_slice().expect("gradients are standard layout");
+        let mut s: Vec<&mut [F]> =
+            slots.iter_mut().map(|t| t.as_slice_mut().expect("optimiser state is standard layout")).collect();
+        crate::optim::kernels::update_slices(rule, step, p, g, &mut s);
+    }
 }

@@ -1,0 +1,434 @@
+//! [`Var`]: a value on a tape, and every differentiable operation on it.
+
+use std::rc::Rc;
+
+use ndarray::Array2;
+
+use super::Segments;
+use super::param::Gradients;
+use super::sparse::SparseMatrix;
+use super::tape::{Op, Tape};
+use crate::backend::{Axis, Backend, BinaryOp, SegmentReduce, UnaryOp};
+use crate::error::{Error, Result};
+
+/// A 2-D tensor value on a [`Tape`], differentiable when it depends on a
+/// parameter or an input that requires a gradient.
+///
+/// Operations that can meet inconsistent shapes return [`Result`]; the
+/// element-wise maps cannot and return the new `Var` directly.
+#[derive(Clone)]
+pub struct Var<B: Backend> {
+    tape: Tape<B>,
+    node: Option<usize>,
+    value: Rc<B::Tensor>,
+    requires_grad: bool,
+}
+
+impl<B: Backend> std::fmt::Debug for Var<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Var")
+            .field("shape", &self.shape())
+            .field("node", &self.node)
+            .field("requires_grad", &self.requires_grad)
+            .finish()
+    }
+}
+
+fn shape_str((r, c): (usize, usize)) -> String {
+    format!("({r}, {c})")
+}
+
+impl<B: Backend> Var<B> {
+    pub(crate) fn from_parts(
+        tape: Tape<B>,
+        node: Option<usize>,
+        value: Rc<B::Tensor>,
+        requires_grad: bool,
+    ) -> Self {
+        Var { tape, node, value, requires_grad }
+    }
+
+    pub(crate) fn node(&self) -> Option<usize> {
+        self.node
+    }
+
+    fn id(&self) -> usize {
+        // Only called when recording, where every Var has a node.
+        self.node.unwrap_or(usize::MAX)
+    }
+
+    /// The tape this value lives on.
+    pub fn tape(&self) -> &Tape<B> {
+        &self.tape
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        self.tape.backend()
+    }
+
+    /// The device tensor.
+    pub fn value(&self) -> &B::Tensor {
+        &self.value
+    }
+
+    /// Copies the value to the host.
+    pub fn to_array(&self) -> Array2<B::Elem> {
+        self.backend().to_array(&self.value)
+    }
+
+    /// The single entry of a `1 x 1` value, as `f64` (e.g. a loss).
+    pub fn scalar(&self) -> Result<f64> {
+        let (r, c) = self.shape();
+        if (r, c) != (1, 1) {
+            return Err(Error::shape("scalar", "(1, 1)", shape_str((r, c))));
+        }
+        Ok(num_traits::ToPrimitive::to_f64(&self.to_array()[[0, 0]]).unwrap_or(f64::NAN))
+    }
+
+    /// `(rows, cols)`.
+    pub fn shape(&self) -> (usize, usize) {
+        self.backend().shape(&self.value)
+    }
+
+    /// Whether gradients flow through this value.
+    pub fn requires_grad(&self) -> bool {
+        self.requires_grad
+    }
+
+    /// Gradients of this `1 x 1` value with respect to every parameter (and
+    /// every [`Tape::input`]) it depends on.
+    pub fn backward(&self) -> Result<Gradients<B>> {
+        if !self.tape.grad_enabled() {
+            return Err(Error::Autograd("backward on an inference tape".into()));
+        }
+        if !self.requires_grad {
+            return Err(Error::Autograd("backward from a value that depends on no parameter".into()));
+        }
+        self.tape.backward(self.id())
+    }
+
+    fn same_tape(&self, other: &Var<B>, op: &'static str) -> Result<()> {
+        if Rc::ptr_eq(&self.tape.inner, &other.tape.inner) {
+            Ok(())
+        } else {
+            Err(Error::Autograd(format!("{op}: operands live on different tapes")))
+        }
+    }
+
+    fn rec(&self, op: Op<B>, value: B::Tensor, inputs: &[&Var<B>]) -> Var<B> {
+        self.tape.record(op, value, inputs)
+    }
+
+    // ----- products --------------------------------------------------------
+
+    /// Matrix product `self · rhs`.
+    pub fn matmul(&self, rhs: &Var<B>) -> Result<Var<B>> {
+        self.matmul_t(rhs, false, false)
+    }
+
+    /// Matrix product with optional transposes: `op(self) · op(rhs)`.
+    pub fn matmul_t(&self, rhs: &Var<B>, trans_self: bool, trans_rhs: bool) -> Result<Var<B>> {
+        self.same_tape(rhs, "matmul")?;
+        let (r1, c1) = self.shape();
+        let (r2, c2) = rhs.shape();
+        let (m, k1) = if trans_self { (c1, r1) } else { (r1, c1) };
+        let (k2, n) = if trans_rhs { (c2, r2) } else { (r2, c2) };
+        if k1 != k2 {
+            return Err(Error::shape(
+                "matmul",
+                format!("inner dimensions equal (left is {m} x {k1})"),
+                format!("right {k2} x {n}"),
+            ));
+        }
+        let v = self.backend().matmul(&self.value, &rhs.value, trans_self, trans_rhs);
+        Ok(self.rec(Op::MatMul { a: self.id(), b: rhs.id(), ta: trans_self, tb: trans_rhs }, v, &[self, rhs]))
+    }
+
+    /// Sparse-constant times dense: `s · x` (`transpose`: `sᵀ · x`).
+    /// The gradient flows to `x` through the transposed matrix.
+    pub fn spmm(s: &SparseMatrix<B>, x: &Var<B>, transpose: bool) -> Result<Var<B>> {
+        let (sr, sc) = s.shape();
+        let (inner, outer) = if transpose { (sr, sc) } else { (sc, sr) };
+        let (xr, xc) = x.shape();
+        if inner != xr {
+            return Err(Error::shape("spmm", format!("x with {inner} rows"), shape_str((xr, xc))));
+        }
+        let _ = outer;
+        let v = x.backend().spmm(s.raw(), &x.value, transpose);
+        Ok(x.rec(Op::SpMM { s: s.raw().clone(), x: x.id(), transpose }, v, &[x]))
+    }
+
+    // ----- element-wise ----------------------------------------------------
+
+    fn binary(&self, op: BinaryOp, rhs: &Var<B>, name: &'static str) -> Result<Var<B>> {
+        self.same_tape(rhs, name)?;
+        let (a, b) = (self.shape(), rhs.shape());
+        let ok = |x: usize, y: usize| x == y || x == 1 || y == 1;
+        if !(ok(a.0, b.0) && ok(a.1, b.1)) {
+            return Err(Error::shape(
+                name,
+                format!("broadcast-compatible with {}", shape_str(a)),
+                shape_str(b),
+            ));
+        }
+        let v = self.backend().binary(op, &self.value, &rhs.value);
+        Ok(self.rec(Op::Binary { op, a: self.id(), b: rhs.id() }, v, &[self, rhs]))
+    }
+
+    /// `self + rhs` (broadcasting rows, columns or scalars).
+    pub fn add(&self, rhs: &Var<B>) -> Result<Var<B>> {
+        self.binary(BinaryOp::Add, rhs, "add")
+    }
+
+    /// `self - rhs` (broadcasting).
+    pub fn sub(&self, rhs: &Var<B>) -> Result<Var<B>> {
+        self.binary(BinaryOp::Sub, rhs, "sub")
+    }
+
+    /// `self * rhs` element-wise (broadcasting).
+    pub fn mul(&self, rhs: &Var<B>) -> Result<Var<B>> {
+        self.binary(BinaryOp::Mul, rhs, "mul")
+    }
+
+    /// `self / rhs` element-wise (broadcasting).
+    pub fn div(&self, rhs: &Var<B>) -> Result<Var<B>> {
+        self.binary(BinaryOp::Div, rhs, "div")
+    }
+
+    /// Applies an element-wise map.
+    pub fn unary(&self, op: UnaryOp) -> Var<B> {
+        let v = self.backend().unary(op, &self.value);
+        self.rec(Op::Unary { op, x: self.id() }, v, &[self])
+    }
+
+    /// `alpha * self`.
+    pub fn scale(&self, alpha: f64) -> Var<B> {
+        self.unary(UnaryOp::Affine(alpha, 0.0))
+    }
+
+    /// `alpha * self + beta`.
+    pub fn affine(&self, alpha: f64, beta: f64) -> Var<B> {
+        self.unary(UnaryOp::Affine(alpha, beta))
+    }
+
+    /// `-self`.
+    pub fn neg(&self) -> Var<B> {
+        self.unary(UnaryOp::Neg)
+    }
+
+    /// `self²` element-wise.
+    pub fn square(&self) -> Var<B> {
+        self.unary(UnaryOp::Square)
+    }
+
+    /// `exp(self)`.
+    pub fn exp(&self) -> Var<B> {
+        self.unary(UnaryOp::Exp)
+    }
+
+    /// `ln(self)`.
+    pub fn log(&self) -> Var<B> {
+        self.unary(UnaryOp::Log)
+    }
+
+    /// ReLU.
+    pub fn relu(&self) -> Var<B> {
+        self.unary(UnaryOp::Relu)
+    }
+
+    /// Leaky ReLU with the given negative slope.
+    pub fn leaky_relu(&self, slope: f64) -> Var<B> {
+        self.unary(UnaryOp::LeakyRelu(slope))
+    }
+
+    /// ELU with the given alpha.
+    pub fn elu(&self, alpha: f64) -> Var<B> {
+        self.unary(UnaryOp::Elu(alpha))
+    }
+
+    /// Logistic sigmoid.
+    pub fn sigmoid(&self) -> Var<B> {
+        self.unary(UnaryOp::Sigmoid)
+    }
+
+    /// Hyperbolic tangent.
+    pub fn tanh(&self) -> Var<B> {
+        self.unary(UnaryOp::Tanh)
+    }
+
+    /// Exact GELU (`torch.nn.GELU()`).
+    pub fn gelu(&self) -> Var<B> {
+        self.unary(UnaryOp::Gelu)
+    }
+
+    // ----- reductions and normalisation -------------------------------------
+
+    /// Sum along `axis` (`Axis::Rows` gives `1 x cols`).
+    pub fn sum_axis(&self, axis: Axis) -> Var<B> {
+        let v = self.backend().sum_axis(&self.value, axis);
+        self.rec(Op::SumAxis { x: self.id(), axis }, v, &[self])
+    }
+
+    /// Sum of all entries (`1 x 1`).
+    pub fn sum_all(&self) -> Var<B> {
+        self.sum_axis(Axis::Rows).sum_axis(Axis::Cols)
+    }
+
+    /// Mean of all entries (`1 x 1`).
+    pub fn mean_all(&self) -> Var<B> {
+        let (r, c) = self.shape();
+        self.sum_all().scale(1.0 / (r * c).max(1) as f64)
+    }
+
+    /// Softmax along `axis` (`Axis::Cols`: every row sums to 1).
+    pub fn softmax(&self, axis: Axis) -> Var<B> {
+        let v = self.backend().softmax(&self.value, axis, false);
+        self.rec(Op::Softmax { x: self.id(), axis, log: false }, v, &[self])
+    }
+
+    /// Log-softmax along `axis`.
+    pub fn log_softmax(&self, axis: Axis) -> Var<B> {
+        let v = self.backend().softmax(&self.value, axis, true);
+        self.rec(Op::Softmax { x: self.id(), axis, log: true }, v, &[self])
+    }
+
+    /// Row standardisation `(x - mean) / sqrt(var + eps)` (biased variance),
+    /// the non-affine part of layer normalisation.
+    pub fn layer_norm(&self, eps: f64) -> Var<B> {
+        let (xhat, rstd) = self.backend().layer_norm(&self.value, eps);
+        self.rec(Op::LayerNorm { x: self.id(), rstd }, xhat, &[self])
+    }
+
+    /// Inverted dropout with drop probability `p` (`0 <= p < 1`), mask drawn
+    /// from the tape's seed stream. Identity when `p == 0`.
+    pub fn dropout(&self, p: f64) -> Result<Var<B>> {
+        if !(0.0..1.0).contains(&p) {
+            return Err(Error::InvalidConfig(format!("dropout probability must be in [0, 1), got {p}")));
+        }
+        if p == 0.0 {
+            return Ok(self.clone());
+        }
+        let (r, c) = self.shape();
+        let mask = self.backend().dropout_mask(r, c, p, self.tape.next_seed());
+        let v = self.backend().binary(BinaryOp::Mul, &self.value, &mask);
+        Ok(self.rec(Op::Dropout { x: self.id(), mask }, v, &[self]))
+    }
+
+    // ----- shape manipulation -------------------------------------------------
+
+    /// Concatenates along `axis` (`Axis::Cols`: side by side).
+    pub fn concat(parts: &[&Var<B>], axis: Axis) -> Result<Var<B>> {
+        let first = parts.first().ok_or_else(|| Error::Empty("concat of no tensors".into()))?;
+        let (r0, c0) = first.shape();
+        for p in parts {
+            first.same_tape(p, "concat")?;
+            let (r, c) = p.shape();
+            if (axis == Axis::Cols && r != r0) || (axis == Axis::Rows && c != c0) {
+                return Err(Error::shape("concat", shape_str((r0, c0)), shape_str((r, c))));
+            }
+        }
+        let vals: Vec<&B::Tensor> = parts.iter().map(|p| &*p.value).collect();
+        let v = first.backend().concat(&vals, axis);
+        let ids = parts.iter().map(|p| p.id()).collect();
+        Ok(first.rec(Op::Concat { parts: ids, axis }, v, parts))
+    }
+
+    /// Rows (`Axis::Rows`) or columns `start..end`.
+    pub fn slice(&self, axis: Axis, start: usize, end: usize) -> Result<Var<B>> {
+        let (r, c) = self.shape();
+        let n = if axis == Axis::Rows { r } else { c };
+        if start > end || end > n {
+            return Err(Error::IndexOutOfRange { what: "slice end", index: end, len: n });
+        }
+        let v = self.backend().slice(&self.value, axis, start, end);
+        Ok(self.rec(Op::Slice { x: self.id(), axis, start, len: end - start }, v, &[self]))
+    }
+
+    /// Rows `self[idx[i]]` (`index_select` along rows).
+    pub fn gather_rows(&self, idx: &super::Index<B>) -> Result<Var<B>> {
+        let (r, _) = self.shape();
+        if let Some(&bad) = idx.host().iter().find(|&&i| i >= r) {
+            return Err(Error::IndexOutOfRange { what: "gather_rows", index: bad, len: r });
+        }
+        let v = self.backend().gather_rows(&self.value, idx.raw());
+        Ok(self.rec(Op::Gather { x: self.id(), idx: idx.raw().clone() }, v, &[self]))
+    }
+
+    // ----- segment operations ------------------------------------------------------
+
+    fn check_segments(&self, seg: &Segments<B>, op: &'static str) -> Result<()> {
+        let (r, _) = self.shape();
+        if r != seg.num_rows() {
+            return Err(Error::shape(
+                op,
+                format!("{} rows (the batch's nodes)", seg.num_rows()),
+                format!("{r} rows"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Per-graph sum, mean or max of rows (`G x cols`); empty segments give zeros.
+    pub fn segment_reduce(&self, seg: &Segments<B>, op: SegmentReduce) -> Result<Var<B>> {
+        self.check_segments(seg, "segment_reduce")?;
+        let (v, argmax) = self.backend().segment_reduce(&self.value, seg.raw(), op);
+        Ok(self.rec(Op::SegmentReduce { x: self.id(), ptr: seg.raw().clone(), op, argmax }, v, &[self]))
+    }
+
+    /// Softmax over the rows of each segment, per column.
+    pub fn segment_softmax(&self, seg: &Segments<B>) -> Result<Var<B>> {
+        self.check_segments(seg, "segment_softmax")?;
+        let v = self.backend().segment_softmax(&self.value, seg.raw());
+        Ok(self.rec(Op::SegmentSoftmax { x: self.id(), ptr: seg.raw().clone() }, v, &[self]))
+    }
+
+    /// Repeats row `g` of `self` (`G x c`) for every row of segment `g`.
+    pub fn segment_broadcast(&self, seg: &Segments<B>) -> Result<Var<B>> {
+        let (r, c) = self.shape();
+        if r != seg.num_segments() {
+            return Err(Error::shape(
+                "segment_broadcast",
+                format!("({}, {c})", seg.num_segments()),
+                shape_str((r, c)),
+            ));
+        }
+        let v = self.backend().segment_broadcast(&self.value, seg.raw(), seg.num_rows());
+        Ok(self.rec(Op::SegmentBroadcast { x: self.id(), ptr: seg.raw().clone() }, v, &[self]))
+    }
+
+    // ----- losses ------------------------------------------------------------------
+
+    /// Mean negative log-likelihood of `targets` under log-probabilities `self`
+    /// (rows = samples).
+    pub fn nll(&self, targets: &super::Index<B>) -> Result<Var<B>> {
+        let (r, c) = self.shape();
+        if targets.len() != r {
+            return Err(Error::shape("nll", format!("{r} targets"), format!("{}", targets.len())));
+        }
+        if r == 0 {
+            return Err(Error::Empty("nll over zero samples".into()));
+        }
+        if let Some(&bad) = targets.host().iter().find(|&&t| t >= c) {
+            return Err(Error::IndexOutOfRange { what: "class target", index: bad, len: c });
+        }
+        let v = self.backend().nll(&self.value, targets.raw());
+        Ok(self.rec(Op::Nll { logp: self.id(), target: targets.raw().clone() }, v, &[self]))
+    }
+
+    /// Cross-entropy of logits `self` over the rows in `mask`, against
+    /// `targets` (one class per masked row): `log_softmax`, gather, NLL.
+    pub fn cross_entropy_masked(&self, mask: &super::Index<B>, targets: &super::Index<B>) -> Result<Var<B>> {
+        self.log_softmax(Axis::Cols).gather_rows(mask)?.nll(targets)
+    }
+
+    /// Mean binary cross-entropy with logits `self` against targets `y` in [0, 1].
+    pub fn bce_with_logits(&self, y: &B::Tensor) -> Result<Var<B>> {
+        let ys = self.backend().shape(y);
+        if ys != self.shape() {
+            return Err(Error::shape("bce_with_logits", shape_str(self.shape()), shape_str(ys)));
+        }
+        let v = self.backend().bce_with_logits(&self.value, y);
+        Ok(self.rec(Op::Bce { z: self.id(), y: y.clone() }, v, &[self]))
+    }
+}
