@@ -74,27 +74,15 @@ fn invalid(owner: &str, field: &str, rule: &str, v: impl std::fmt::Display) -> E
 }
 
 fn check_nonneg(owner: &str, field: &str, v: f64) -> Result<()> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(())
-    } else {
-        Err(invalid(owner, field, "finite and >= 0", v))
-    }
+    if v.is_finite() && v >= 0.0 { Ok(()) } else { Err(invalid(owner, field, "finite and >= 0", v)) }
 }
 
 fn check_beta(owner: &str, field: &str, v: f64) -> Result<()> {
-    if (0.0..1.0).contains(&v) {
-        Ok(())
-    } else {
-        Err(invalid(owner, field, "in [0, 1)", v))
-    }
+    if (0.0..1.0).contains(&v) { Ok(()) } else { Err(invalid(owner, field, "in [0, 1)", v)) }
 }
 
 fn check_eps(owner: &str, field: &str, v: f64) -> Result<()> {
-    if v.is_finite() && v > 0.0 {
-        Ok(())
-    } else {
-        Err(invalid(owner, field, "finite and > 0", v))
-    }
+    if v.is_finite() && v > 0.0 { Ok(()) } else { Err(invalid(owner, field, "finite and > 0", v)) }
 }
 
 // ----- shared state and step --------------------------------------------------
@@ -145,9 +133,7 @@ fn apply_rule<B: Backend>(
         let backend = p.backend();
         let entry = state.entry(p.id()).or_insert_with(|| (0, Vec::new()));
         while entry.1.len() < need {
-            entry
-                .1
-                .push(backend.full(rows, cols, <B::Elem as num_traits::Zero>::zero()));
+            entry.1.push(backend.full(rows, cols, <B::Elem as num_traits::Zero>::zero()));
         }
         entry.0 += 1;
         let mut value = p.value_mut();
@@ -190,10 +176,7 @@ macro_rules! optimizer_common {
             /// [`Error::InvalidConfig`] naming the first invalid field.
             pub fn new(config: $config) -> Result<Self> {
                 config.validate()?;
-                Ok($opt {
-                    config,
-                    state: HashMap::new(),
-                })
+                Ok($opt { config, state: HashMap::new() })
             }
 
             /// The configuration (with the current learning rate).
@@ -251,13 +234,7 @@ pub struct SgdConfig {
 
 impl Default for SgdConfig {
     fn default() -> Self {
-        SgdConfig {
-            lr: 1e-3,
-            momentum: 0.0,
-            dampening: 0.0,
-            nesterov: false,
-            weight_decay: 0.0,
-        }
+        SgdConfig { lr: 1e-3, momentum: 0.0, dampening: 0.0, nesterov: false, weight_decay: 0.0 }
     }
 }
 
@@ -352,13 +329,7 @@ pub struct AdamConfig {
 
 impl Default for AdamConfig {
     fn default() -> Self {
-        AdamConfig {
-            lr: 1e-3,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 0.0,
-        }
+        AdamConfig { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 }
     }
 }
 
@@ -381,13 +352,7 @@ pub struct AdamWConfig {
 
 impl Default for AdamWConfig {
     fn default() -> Self {
-        AdamWConfig {
-            lr: 1e-3,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 1e-2,
-        }
+        AdamWConfig { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 1e-2 }
     }
 }
 
@@ -626,4 +591,3 @@ pub fn clip_grad_norm<B: Backend>(backend: &B, grads: &mut Gradients<B>, max_nor
     }
     total
 }
-
