@@ -6,13 +6,17 @@
 
 pub mod autograd;
 pub mod backend;
+pub mod conv;
 pub mod data;
 pub mod error;
 pub mod float;
 pub mod graph;
 pub mod metrics;
+pub mod models;
 pub mod nn;
 pub mod optim;
+pub mod train;
+pub mod util;
 
 pub use error::{Error, Result};
 pub use float::Float;

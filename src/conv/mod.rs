@@ -1,0 +1,44 @@
+//! Graph convolutions: the [`GraphConv`] trait and the layers that
+//! implement it ([`GcnConv`], [`ChebConv`]).
+//!
+//! A layer from another crate plugs in by implementing [`GraphConv`] (and
+//! [`Module`](crate::nn::Module) for its parameters): it receives the
+//! [`DeviceGraph`], whose cached operators it can use or extend with
+//! [`DeviceGraph::operator`], and composes [`Var`] operations, so autograd
+//! and every backend work for it unchanged.
+
+mod cheb;
+mod device_graph;
+mod gcn;
+
+pub use cheb::{ChebConv, ChebConvConfig};
+pub use device_graph::DeviceGraph;
+pub use gcn::GcnConv;
+
+use crate::autograd::{Tape, Var};
+use crate::backend::Backend;
+use crate::error::Result;
+use crate::nn::{Features, Module};
+
+/// A graph convolution: maps node features `N x in` to `N x out` over a graph.
+pub trait GraphConv<B: Backend>: Module<B> {
+    /// Input width.
+    fn in_channels(&self) -> usize;
+    /// Output width.
+    fn out_channels(&self) -> usize;
+    /// Applies the convolution, recording on `tape`.
+    fn forward(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, x: &Features<B>) -> Result<Var<B>>;
+}
+
+pub(crate) fn check_input<B: Backend>(
+    name: &'static str,
+    graph: &DeviceGraph<B>,
+    x: &Features<B>,
+    d_in: usize,
+) -> Result<()> {
+    let (r, c) = x.shape();
+    if r != graph.num_nodes() || c != d_in {
+        return Err(crate::Error::shape(name, format!("({}, {d_in})", graph.num_nodes()), format!("({r}, {c})")));
+    }
+    Ok(())
+}

@@ -1,0 +1,121 @@
+//! A stack of graph convolutions for node classification (Kipf & Welling's
+//! two-layer GCN, Defferrard et al.'s ChebNet, or any [`GraphConv`]).
+
+use rand::Rng;
+
+use crate::autograd::{Tape, Var};
+use crate::backend::Backend;
+use crate::conv::{ChebConv, ChebConvConfig, DeviceGraph, GcnConv, GraphConv};
+use crate::error::{Error, Result};
+use crate::nn::{Activation, Dropout, Features, Module, ParamVisitor};
+
+/// `dropout -> conv1 -> act -> dropout -> conv2 -> ... -> convL` producing
+/// class logits, as PyG's `examples/gcn.py`. Layers are named `conv1`,
+/// `conv2`, ... so parameters read `conv1.lin.weight`, `conv2.lins.0.weight`.
+pub struct NodeClassifier<B: Backend> {
+    /// The convolutions, first to last.
+    pub convs: Vec<Box<dyn GraphConv<B>>>,
+    /// Dropout before every convolution (input included).
+    pub dropout: Dropout,
+    /// Activation between convolutions.
+    pub activation: Activation,
+}
+
+impl<B: Backend> std::fmt::Debug for NodeClassifier<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let widths: Vec<(usize, usize)> = self.convs.iter().map(|c| (c.in_channels(), c.out_channels())).collect();
+        f.debug_struct("NodeClassifier").field("convs", &widths).field("dropout", &self.dropout).finish()
+    }
+}
+
+impl<B: Backend> NodeClassifier<B> {
+    /// A classifier from given convolutions (widths must chain).
+    pub fn new(convs: Vec<Box<dyn GraphConv<B>>>, dropout: f64, activation: Activation) -> Result<Self> {
+        if convs.is_empty() {
+            return Err(Error::InvalidConfig("a node classifier needs at least one convolution".into()));
+        }
+        for (i, w) in convs.windows(2).enumerate() {
+            if w[0].out_channels() != w[1].in_channels() {
+                return Err(Error::InvalidConfig(format!(
+                    "conv{} outputs {} channels but conv{} expects {}",
+                    i + 1,
+                    w[0].out_channels(),
+                    i + 2,
+                    w[1].in_channels()
+                )));
+            }
+        }
+        Ok(NodeClassifier { convs, dropout: Dropout::new(dropout)?, activation })
+    }
+
+    /// Two-layer GCN `in -> hidden -> classes` (Kipf & Welling).
+    pub fn gcn<R: Rng + ?Sized>(
+        backend: &B,
+        d_in: usize,
+        hidden: usize,
+        classes: usize,
+        dropout: f64,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let c1 = GcnConv::new(backend, d_in, hidden, rng)?;
+        let c2 = GcnConv::new(backend, hidden, classes, rng)?;
+        Self::new(vec![Box::new(c1), Box::new(c2)], dropout, Activation::Relu)
+    }
+
+    /// Two-layer ChebNet with `k` terms per layer.
+    pub fn cheb<R: Rng + ?Sized>(
+        backend: &B,
+        d_in: usize,
+        hidden: usize,
+        classes: usize,
+        k: usize,
+        dropout: f64,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let c1 = ChebConvConfig::new(d_in, hidden, k).build(backend, rng)?;
+        let c2: ChebConv<B> = ChebConvConfig::new(hidden, classes, k).build(backend, rng)?;
+        Self::new(vec![Box::new(c1), Box::new(c2)], dropout, Activation::Relu)
+    }
+
+    /// Class logits for every node.
+    pub fn forward(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, x: &Features<B>) -> Result<Var<B>> {
+        let mut h = self.dropout.forward_features(tape, x)?;
+        let last = self.convs.len() - 1;
+        for (i, conv) in self.convs.iter().enumerate() {
+            let mut y = conv.forward(tape, graph, &h)?;
+            if i < last {
+                y = self.dropout.forward(&self.activation.apply(&y))?;
+            }
+            h = Features::Dense(y);
+        }
+        match h {
+            Features::Dense(v) => Ok(v),
+            Features::Sparse(_) => unreachable!("convolutions return dense values"),
+        }
+    }
+
+    /// Parameters of the first convolution (Kipf & Welling apply weight decay to these only).
+    pub fn first_layer_params(&self) -> Vec<crate::autograd::Param<B>> {
+        self.convs[0].params()
+    }
+
+    /// Parameters of every layer after the first.
+    pub fn other_params(&self) -> Vec<crate::autograd::Param<B>> {
+        self.convs[1..].iter().flat_map(|c| c.params()).collect()
+    }
+}
+
+impl<B: Backend> Module<B> for NodeClassifier<B> {
+    fn visit_params(&self, v: &mut ParamVisitor<'_, B>) {
+        for (i, c) in self.convs.iter().enumerate() {
+            v.child(&format!("conv{}", i + 1), c.as_ref());
+        }
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.dropout.set_training(training);
+        for c in &mut self.convs {
+            c.set_training(training);
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! Lookup-table embeddings.
+
+use ndarray::Array2;
+use rand::Rng;
+
+use super::{Module, ParamVisitor, init};
+use crate::autograd::{Index, Param, Tape, Var};
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+
+/// `torch.nn.Embedding`: row `i` of `weight` (`num x dim`, initialised
+/// N(0, 1)) is the vector of token `i`.
+#[derive(Debug, Clone)]
+pub struct Embedding<B: Backend> {
+    /// The table, `num x dim`.
+    pub weight: Param<B>,
+}
+
+impl<B: Backend> Embedding<B> {
+    /// A randomly initialised table.
+    pub fn new<R: Rng + ?Sized>(backend: &B, num: usize, dim: usize, rng: &mut R) -> Result<Self> {
+        if num == 0 || dim == 0 {
+            return Err(Error::InvalidConfig(format!("embedding size must be positive, got {num} x {dim}")));
+        }
+        Ok(Embedding { weight: init::normal(backend, num, dim, 1.0, rng) })
+    }
+
+    /// A table initialised from given vectors (e.g. GloVe).
+    pub fn from_array(backend: &B, table: &Array2<B::Elem>) -> Result<Self> {
+        if table.is_empty() {
+            return Err(Error::Empty("embedding table".into()));
+        }
+        if let Some(v) = table.iter().find(|v| !num_traits::Float::is_finite(**v)) {
+            return Err(Error::NonFinite { what: "embedding table".into(), value: v.to_f64_exact() });
+        }
+        Ok(Embedding { weight: Param::from_array(backend, table) })
+    }
+
+    /// Vectors of the tokens in `idx` (`len x dim`).
+    pub fn forward(&self, tape: &Tape<B>, idx: &Index<B>) -> Result<Var<B>> {
+        tape.param(&self.weight).gather_rows(idx)
+    }
+}
+
+use crate::float::Float as _;
+
+impl<B: Backend> Module<B> for Embedding<B> {
+    fn visit_params(&self, v: &mut ParamVisitor<'_, B>) {
+        v.param("weight", &self.weight);
+    }
+}
