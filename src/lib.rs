@@ -6,8 +6,11 @@
 
 pub mod autograd;
 pub mod backend;
+pub mod data;
 pub mod error;
 pub mod float;
+pub mod graph;
+pub mod metrics;
 pub mod nn;
 pub mod optim;
 

@@ -1,0 +1,226 @@
+//! GCN operator and (scaled) Laplacians, numerically as PyTorch Geometric.
+
+use super::{Graph, csr_from_triplets};
+use crate::{Error, Result};
+use sprs::CsMat;
+use std::fmt;
+use std::str::FromStr;
+
+/// Laplacian normalisation, as PyG's `get_laplacian(normalization=...)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Normalization {
+    /// `L = I - D^{-1/2} A D^{-1/2}` (PyG `"sym"`, ChebConv's default).
+    #[default]
+    Sym,
+    /// `L = I - D^{-1} A` (PyG `"rw"`).
+    Rw,
+    /// `L = D - A` (PyG `None`).
+    None,
+}
+
+impl FromStr for Normalization {
+    type Err = Error;
+
+    /// Parses `"sym"`, `"rw"` or `"none"` (exact, lower case).
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "sym" => Ok(Normalization::Sym),
+            "rw" => Ok(Normalization::Rw),
+            "none" => Ok(Normalization::None),
+            other => Err(Error::InvalidConfig(format!(
+                "unknown Laplacian normalization {other:?} (expected \"sym\", \"rw\" or \"none\")"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for Normalization {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Normalization::Sym => "sym",
+            Normalization::Rw => "rw",
+            Normalization::None => "none",
+        })
+    }
+}
+
+/// `x^{-1/2}` with `inf` replaced by 0, as PyG's `deg.pow(-0.5).masked_fill(inf, 0)`.
+fn inv_sqrt(x: f64) -> f64 {
+    let v = x.powf(-0.5);
+    if v == f64::INFINITY { 0.0 } else { v }
+}
+
+impl Graph {
+    /// The GCN propagation operator `P` with `out = P · X`, numerically PyG's
+    /// `GCNConv(normalize=True)` (`gcn_norm` with `add_remaining_self_loops`,
+    /// fill value 1).
+    ///
+    /// `Â = A + I` where self-loops are added only to nodes lacking one (an
+    /// existing self-loop keeps its weight); `deg[i] = Σ_j Â[j][i]` (summed at
+    /// the target); the message from `j` to `i` has weight
+    /// `deg^{-1/2}[j] · Â[j][i] · deg^{-1/2}[i]` (a zero degree gives 0), so
+    /// `P = D̂^{-1/2} Âᵀ D̂^{-1/2}`, which is `D̂^{-1/2} Â D̂^{-1/2}` for a
+    /// symmetric graph.
+    ///
+    /// # Errors
+    /// [`Error::Empty`] for [`Graph::empty`]; [`Error::NegativeWeight`] if any
+    /// weight is negative.
+    pub fn gcn_operator(&self) -> Result<CsMat<f64>> {
+        self.require_nodes("GCN operator")?;
+        self.validate_non_negative("GCN normalisation takes square roots of degrees")?;
+        let n = self.num_nodes;
+        let mut has_loop = vec![false; n];
+        let mut edges: Vec<(usize, usize, f64)> = Vec::with_capacity(self.num_edges() + n);
+        for (&w, (s, d)) in self.adjacency.iter() {
+            if s == d {
+                has_loop[s] = true;
+            }
+            edges.push((s, d, w));
+        }
+        edges.extend((0..n).filter(|&i| !has_loop[i]).map(|i| (i, i, 1.0)));
+        let mut deg = vec![0.0; n];
+        for &(_, d, w) in &edges {
+            deg[d] += w;
+        }
+        let dis: Vec<f64> = deg.into_iter().map(inv_sqrt).collect();
+        let triplets = edges
+            .into_iter()
+            .map(|(s, d, w)| (d, s, dis[s] * w * dis[d]))
+            .collect();
+        Ok(csr_from_triplets(n, n, triplets))
+    }
+
+    /// The edge list `(src, dst, w)` of PyG's `get_laplacian`: existing
+    /// self-loops removed, off-diagonal entries first, then one diagonal
+    /// entry for every node.
+    fn pyg_laplacian_edges(&self, norm: Normalization) -> Result<Vec<(usize, usize, f64)>> {
+        self.require_nodes("Laplacian")?;
+        let n = self.num_nodes;
+        if norm != Normalization::None {
+            let bad = self
+                .adjacency
+                .iter()
+                .find(|&(&w, (s, d))| s != d && w < 0.0);
+            if let Some((&weight, (src, dst))) = bad {
+                return Err(Error::NegativeWeight {
+                    src,
+                    dst,
+                    weight,
+                    why: "the sym/rw Laplacian needs non-negative degrees",
+                });
+            }
+        }
+        let mut edges: Vec<(usize, usize, f64)> = self
+            .adjacency
+            .iter()
+            .filter(|&(_, (s, d))| s != d)
+            .map(|(&w, (s, d))| (s, d, w))
+            .collect();
+        // get_laplacian sums degrees at the source (`scatter(w, row)`).
+        let mut deg = vec![0.0; n];
+        for &(s, _, w) in &edges {
+            deg[s] += w;
+        }
+        match norm {
+            Normalization::None => {
+                for e in &mut edges {
+                    e.2 = -e.2;
+                }
+                edges.extend((0..n).map(|i| (i, i, deg[i])));
+            }
+            Normalization::Sym => {
+                let dis: Vec<f64> = deg.into_iter().map(inv_sqrt).collect();
+                for e in &mut edges {
+                    e.2 = -(dis[e.0] * e.2 * dis[e.1]);
+                }
+                edges.extend((0..n).map(|i| (i, i, 1.0)));
+            }
+            Normalization::Rw => {
+                let inv: Vec<f64> = deg
+                    .into_iter()
+                    .map(|d| {
+                        let v = 1.0 / d;
+                        if v == f64::INFINITY { 0.0 } else { v }
+                    })
+                    .collect();
+                for e in &mut edges {
+                    e.2 = -(inv[e.0] * e.2);
+                }
+                edges.extend((0..n).map(|i| (i, i, 1.0)));
+            }
+        }
+        Ok(edges)
+    }
+
+    /// The Laplacian in propagation form `P` (`out = P · X`), exactly what
+    /// PyG's `ChebConv` propagates after `get_laplacian(normalization)`.
+    ///
+    /// Existing self-loops are removed first and degrees are summed at the
+    /// source node, `deg[i] = Σ_j A[i][j]` (PyG `scatter(w, row)`). With
+    /// `D = diag(deg)` and `X⁺` meaning `1/x` with `1/0 = 0`:
+    /// * `Sym`: `P = I - D^{-1/2} Aᵀ D^{-1/2}`; an isolated node has `P_ii = 1`;
+    /// * `Rw`: `P = I - Aᵀ D⁺` (PyG's edge matrix is `I - D⁺ A`, whose rows
+    ///   sum to 0 at nodes with out-edges; in `P` these are the columns);
+    /// * `None`: `P = D - Aᵀ`.
+    ///
+    /// For a symmetric graph `Aᵀ = A` and these are the textbook forms.
+    ///
+    /// # Errors
+    /// [`Error::Empty`] for [`Graph::empty`]; [`Error::NegativeWeight`] for a
+    /// negative weight on a non-loop edge with `Sym` or `Rw`.
+    pub fn laplacian(&self, norm: Normalization) -> Result<CsMat<f64>> {
+        let n = self.num_nodes;
+        let edges = self.pyg_laplacian_edges(norm)?;
+        Ok(csr_from_triplets(n, n, transpose_triplets(edges)))
+    }
+
+    /// The scaled Laplacian `L̃ = 2 L / λ_max - I` in propagation form, exactly
+    /// PyG's `ChebConv.__norm__`: every Laplacian weight becomes
+    /// `2 w / λ_max` (a `+inf` result is replaced by 0) and 1 is subtracted
+    /// from each diagonal entry.
+    ///
+    /// # Errors
+    /// As [`Graph::laplacian`], plus [`Error::InvalidConfig`] unless
+    /// `lambda_max` is finite and `> 0`.
+    pub fn scaled_laplacian(&self, norm: Normalization, lambda_max: f64) -> Result<CsMat<f64>> {
+        check_lambda(lambda_max)?;
+        self.scaled_laplacian_per_node(norm, |_| lambda_max)
+    }
+
+    /// Scaled Laplacian where the edge leaving node `s` is scaled with
+    /// `lambda_of(s)` (PyG's `lambda_max[batch[edge_index[0]]]`).
+    pub(crate) fn scaled_laplacian_per_node(
+        &self,
+        norm: Normalization,
+        lambda_of: impl Fn(usize) -> f64,
+    ) -> Result<CsMat<f64>> {
+        let n = self.num_nodes;
+        let mut edges = self.pyg_laplacian_edges(norm)?;
+        for e in &mut edges {
+            let mut v = (2.0 * e.2) / lambda_of(e.0);
+            if v == f64::INFINITY {
+                v = 0.0;
+            }
+            if e.0 == e.1 {
+                v -= 1.0;
+            }
+            e.2 = v;
+        }
+        Ok(csr_from_triplets(n, n, transpose_triplets(edges)))
+    }
+}
+
+/// Validates a λ_max for the scaled Laplacian.
+pub(crate) fn check_lambda(lambda_max: f64) -> Result<()> {
+    if lambda_max.is_finite() && lambda_max > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::InvalidConfig(format!(
+            "lambda_max must be finite and > 0, got {lambda_max}"
+        )))
+    }
+}
+
+fn transpose_triplets(edges: Vec<(usize, usize, f64)>) -> Vec<(usize, usize, f64)> {
+    edges.into_iter().map(|(s, d, w)| (d, s, w)).collect()
+}
