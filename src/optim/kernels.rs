@@ -108,7 +108,7 @@ pub fn update_slices<F: Float>(
                     *b = *b * mu + d * damp;
                 }
                 if nesterov {
-                    d = d + *b * mu;
+                    d += *b * mu;
                 } else {
                     d = *b;
                 }
@@ -130,7 +130,7 @@ pub fn update_slices<F: Float>(
                     if decoupled {
                         *p *= decay;
                     } else {
-                        g = g + *p * wd;
+                        g += *p * wd;
                     }
                 }
                 // torch: exp_avg.lerp_(grad, 1 - beta1)
@@ -180,7 +180,7 @@ pub fn update_slices<F: Float>(
                     // adabelief-pytorch decays whenever weight_decouple is set.
                     *p *= decay;
                 } else if weight_decay != 0.0 {
-                    g = g + *p * wd;
+                    g += *p * wd;
                 }
                 // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
                 *m = *m * b1 + g * w1;

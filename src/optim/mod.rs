@@ -21,16 +21,28 @@
 //! # Example
 //!
 //! ```
-//! use hdgcn::optim::{AdamConfig, CosineAnnealing, LrSchedule};
+//! use hdgcn::autograd::{Param, Tape};
+//! use hdgcn::backend::Cpu;
+//! use hdgcn::optim::{AdamConfig, CosineAnnealing, LrSchedule, Optimizer, clip_grad_norm};
+//! use ndarray::array;
 //!
-//! let config = AdamConfig::default().lr(0.01).weight_decay(5e-4);
-//! config.validate()?;
+//! let cpu = Cpu::<f64>::new();
+//! let w = Param::from_array(&cpu, &array![[0.0, 0.0]]);
+//! let target = array![[1.0, -2.0]];
+//! let mut opt = AdamConfig::default().lr(0.1).weight_decay(5e-4).build::<Cpu<f64>>()?;
+//! let schedule = CosineAnnealing::new(0.1, 100, 0.0)?;
 //! assert!(AdamConfig::default().beta1(1.0).validate().is_err());
 //!
-//! let schedule = CosineAnnealing::new(0.01, 200, 0.0)?;
-//! assert_eq!(schedule.lr_at(0), 0.01);
-//! // With a backend `B`: `let mut opt = config.build::<B>()?;` then, each epoch,
-//! // `opt.set_learning_rate(schedule.lr_at(epoch)); opt.step(&params, &grads)?;`
+//! for epoch in 0..100 {
+//!     opt.set_learning_rate(schedule.lr_at(epoch));
+//!     let tape = Tape::new(&cpu);
+//!     let loss = tape.param(&w).sub(&tape.constant_array(&target))?.square().sum_all();
+//!     let mut grads = loss.backward()?;
+//!     clip_grad_norm(&cpu, &mut grads, 1.0);
+//!     opt.step(&[w.clone()], &grads)?;
+//! }
+//! let w = w.to_array();
+//! assert!((w[[0, 0]] - 1.0).abs() < 1e-2 && (w[[0, 1]] + 2.0).abs() < 1e-2);
 //! # Ok::<(), hdgcn::Error>(())
 //! ```
 
