@@ -153,3 +153,13 @@ fn random_split_on_cora() {
     let s = random_split(&ds.labels, ds.num_classes, 20, 500, 1000, 0).unwrap();
     assert_eq!((s.train.len(), s.val.len(), s.test.len()), (140, 500, 1000));
 }
+
+#[test]
+fn random_split_huge_num_classes() {
+    let l = labels();
+    // Label range is validated without allocating per possible class.
+    let e = random_split(&l, usize::MAX, 1, 1, 1, 0).unwrap_err();
+    assert!(matches!(e, Error::InvalidConfig(_)), "{e:?}");
+    let s = random_split(&l, usize::MAX, 0, 10, 10, 0).unwrap();
+    assert_eq!((s.train.len(), s.val.len(), s.test.len()), (0, 10, 10));
+}

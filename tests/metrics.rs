@@ -81,3 +81,12 @@ fn errors() {
     let e = f1_macro(&[0], &[0, 0], 3).unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e:?}");
 }
+
+#[test]
+fn huge_num_classes_does_not_allocate() {
+    // f1 scores are linear in the classes present, not in num_classes.
+    assert!((f1_macro(&P, &T, usize::MAX).unwrap() - 0.5).abs() < 1e-12);
+    assert!((f1_micro(&P, &T, usize::MAX).unwrap() - 0.6).abs() < 1e-12);
+    let e = confusion_matrix(&P, &T, usize::MAX).unwrap_err();
+    assert!(matches!(e, Error::InvalidConfig(_)), "{e:?}");
+}

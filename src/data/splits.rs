@@ -170,18 +170,29 @@ pub fn random_split(
     num_test: usize,
     seed: u64,
 ) -> Result<Split> {
-    let mut per_class: Vec<Vec<usize>> = vec![Vec::new(); num_classes];
+    // Sized by the labels actually present (never by the caller's
+    // `num_classes`, which may be arbitrarily large).
+    let mut per_class: Vec<Vec<usize>> = Vec::new();
     for (i, l) in labels.iter().enumerate() {
         if let Some(c) = *l {
-            per_class
-                .get_mut(c)
-                .ok_or(Error::IndexOutOfRange {
+            if c >= num_classes {
+                return Err(Error::IndexOutOfRange {
                     what: "class label",
                     index: c,
                     len: num_classes,
-                })?
-                .push(i);
+                });
+            }
+            if c >= per_class.len() {
+                per_class.resize_with(c + 1, Vec::new);
+            }
+            per_class[c].push(i);
         }
+    }
+    if train_per_class > 0 && per_class.len() < num_classes {
+        return Err(Error::InvalidConfig(format!(
+            "class {} has 0 labelled nodes, fewer than train_per_class = {train_per_class}",
+            per_class.len()
+        )));
     }
     let mut rng = StdRng::seed_from_u64(seed);
     let mut in_train = vec![false; labels.len()];
