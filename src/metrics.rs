@@ -17,6 +17,36 @@ fn check(pred: &[usize], target: &[usize], op: &'static str) -> Result<()> {
     Ok(())
 }
 
+fn check_classes(pred: &[usize], target: &[usize], num_classes: usize) -> Result<()> {
+    for (&p, &t) in pred.iter().zip(target) {
+        for (what, idx) in [("predicted class", p), ("target class", t)] {
+            if idx >= num_classes {
+                return Err(Error::IndexOutOfRange {
+                    what,
+                    index: idx,
+                    len: num_classes,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Per-class `(true positives, support = tp + fn, predicted = tp + fp)`,
+/// indexed by class, sized by the largest class id present.
+fn class_counts(pred: &[usize], target: &[usize]) -> Vec<(usize, usize, usize)> {
+    let k = pred.iter().chain(target).max().map_or(0, |&m| m + 1);
+    let mut c = vec![(0, 0, 0); k];
+    for (&p, &t) in pred.iter().zip(target) {
+        if p == t {
+            c[t].0 += 1;
+        }
+        c[t].1 += 1;
+        c[p].2 += 1;
+    }
+    c
+}
+
 /// Fraction of positions where `pred[i] == target[i]`.
 ///
 /// Errors: [`Error::ShapeMismatch`] for unequal lengths, [`Error::Empty`] for
@@ -38,17 +68,14 @@ pub fn confusion_matrix(
     num_classes: usize,
 ) -> Result<Array2<usize>> {
     check(pred, target, "confusion_matrix")?;
+    check_classes(pred, target, num_classes)?;
+    if num_classes.checked_mul(num_classes).is_none() {
+        return Err(Error::InvalidConfig(format!(
+            "confusion_matrix: {num_classes} classes is too many"
+        )));
+    }
     let mut m = Array2::zeros((num_classes, num_classes));
     for (&p, &t) in pred.iter().zip(target) {
-        for (what, idx) in [("predicted class", p), ("target class", t)] {
-            if idx >= num_classes {
-                return Err(Error::IndexOutOfRange {
-                    what,
-                    index: idx,
-                    len: num_classes,
-                });
-            }
-        }
         m[[t, p]] += 1;
     }
     Ok(m)
@@ -59,8 +86,9 @@ pub fn confusion_matrix(
 ///
 /// Errors: as [`confusion_matrix`].
 pub fn f1_micro(pred: &[usize], target: &[usize], num_classes: usize) -> Result<f64> {
-    let m = confusion_matrix(pred, target, num_classes)?;
-    let tp: usize = (0..num_classes).map(|c| m[[c, c]]).sum();
+    check(pred, target, "f1_micro")?;
+    check_classes(pred, target, num_classes)?;
+    let tp = pred.iter().zip(target).filter(|(p, t)| p == t).count();
     // Micro precision = micro recall = tp / n, so F1 = tp / n.
     Ok(tp as f64 / pred.len() as f64)
 }
@@ -72,13 +100,11 @@ pub fn f1_micro(pred: &[usize], target: &[usize], num_classes: usize) -> Result<
 ///
 /// Errors: as [`confusion_matrix`].
 pub fn f1_macro(pred: &[usize], target: &[usize], num_classes: usize) -> Result<f64> {
-    let m = confusion_matrix(pred, target, num_classes)?;
+    check(pred, target, "f1_macro")?;
+    check_classes(pred, target, num_classes)?;
     let mut sum = 0.0;
     let mut present = 0usize;
-    for c in 0..num_classes {
-        let tp = m[[c, c]];
-        let support = m.row(c).sum(); // tp + fn
-        let predicted = m.column(c).sum(); // tp + fp
+    for (tp, support, predicted) in class_counts(pred, target) {
         if support == 0 && predicted == 0 {
             continue;
         }

@@ -250,11 +250,10 @@ impl<'a> Parser<'a> {
     }
 
     fn append(&mut self, target: ValueId, items: Vec<ValueId>) -> Result<()> {
-        let err = self.err("APPEND to a value that is not a list");
         match self.values.get_mut(target) {
             Some(Value::List(l)) => l.extend(items),
             Some(Value::Object { elements, .. }) => elements.extend(items),
-            _ => return Err(err),
+            _ => return Err(self.err("APPEND to a value that is not a list")),
         }
         Ok(())
     }
@@ -264,11 +263,10 @@ impl<'a> Parser<'a> {
             return Err(self.err("SETITEMS with an odd number of items"));
         }
         let pairs = flat.chunks_exact(2).map(|c| (c[0], c[1]));
-        let err = self.err("SETITEM on a value that is not a dict");
         match self.values.get_mut(target) {
             Some(Value::Dict(d)) => d.extend(pairs),
             Some(Value::Object { items, .. }) => items.extend(pairs),
-            _ => return Err(err),
+            _ => return Err(self.err("SETITEM on a value that is not a dict")),
         }
         Ok(())
     }
@@ -541,10 +539,9 @@ impl<'a> Parser<'a> {
                 b'b' => {
                     let st = self.pop()?;
                     let target = self.top()?;
-                    let err = self.err("BUILD on a value that is not an object");
                     match self.values.get_mut(target) {
                         Some(Value::Object { state, .. }) => *state = Some(st),
-                        _ => return Err(err),
+                        _ => return Err(self.err("BUILD on a value that is not an object")),
                     }
                 }
                 other => {

@@ -2,11 +2,10 @@
 
 use super::Split;
 use crate::{Error, Result};
-use ndarray::Array1;
-use ndarray_npy::NpzReader;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
+use std::io::Read;
 use std::path::Path;
 
 /// Converts three boolean masks over the node order into a [`Split`]
@@ -51,34 +50,106 @@ pub fn masks_to_split(train: &[bool], val: &[bool], test: &[bool]) -> Result<Spl
     })
 }
 
+/// Upper bound on the decompressed size of one `.npy` entry (deflate cannot
+/// expand more than ~1032:1, and real masks are a few kilobytes).
+const MAX_NPY_BYTES: u64 = 256 << 20;
+
 /// Reads the geom-gcn split `<dir>/<name>_split_0.6_0.2_<index>.npz`
-/// (boolean arrays `train_mask`, `val_mask`, `test_mask`).
+/// (arrays `train_mask`, `val_mask`, `test_mask`, 1-D, dtype `|b1` or `|u1`
+/// holding only 0/1 — the published files use both).
 ///
-/// A missing file gives [`Error::MissingFile`]; a missing array, wrong dtype,
-/// unequal lengths or overlapping masks give [`Error::Format`].
+/// A missing file gives [`Error::MissingFile`]; a damaged archive, a missing
+/// array, another dtype, unequal lengths or overlapping masks give
+/// [`Error::Format`].
 pub fn geom_gcn_split(root_splits_dir: &Path, name: &str, index: usize) -> Result<Split> {
     let name = name.to_lowercase();
     let path = root_splits_dir.join(format!("{name}_split_0.6_0.2_{index}.npz"));
     let ps = path.display().to_string();
-    let file = std::fs::File::open(&path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            Error::MissingFile(path.clone())
-        } else {
-            Error::io(&path, e)
-        }
-    })?;
-    let mut npz =
-        NpzReader::new(file).map_err(|e| Error::format(&ps, format!("not an npz archive: {e}")))?;
+    let bytes = super::read_file(&path)?;
+    let cap = (bytes.len() as u64).saturating_mul(1100).min(MAX_NPY_BYTES);
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes))
+        .map_err(|e| Error::format(&ps, format!("not an npz archive: {e}")))?;
     let mut mask = |key: &str| -> Result<Vec<bool>> {
-        let a: Array1<bool> = npz
-            .by_name(key)
+        let mut entry = zip
+            .by_name(&format!("{key}.npy"))
             .map_err(|e| Error::format(&ps, format!("array {key}: {e}")))?;
-        Ok(a.to_vec())
+        let mut raw = Vec::new();
+        (&mut entry)
+            .take(cap + 1)
+            .read_to_end(&mut raw)
+            .map_err(|e| Error::format(&ps, format!("array {key}: {e}")))?;
+        if raw.len() as u64 > cap {
+            return Err(Error::format(&ps, format!("array {key}: entry too large")));
+        }
+        parse_npy_mask(&raw).map_err(|r| Error::format(&ps, format!("array {key}: {r}")))
     };
     let train = mask("train_mask")?;
     let val = mask("val_mask")?;
     let test = mask("test_mask")?;
     masks_to_split(&train, &val, &test).map_err(|e| Error::format(&ps, e.to_string()))
+}
+
+/// Parses a 1-D `.npy` array of dtype `|b1` / `|u1` (values 0 or 1).
+fn parse_npy_mask(raw: &[u8]) -> std::result::Result<Vec<bool>, String> {
+    let rest = raw
+        .strip_prefix(b"\x93NUMPY")
+        .ok_or("not an .npy file (bad magic)")?;
+    let (major, rest) = match rest {
+        [major, _minor, rest @ ..] => (*major, rest),
+        _ => return Err("truncated .npy header".into()),
+    };
+    let (hlen, rest) = match (major, rest) {
+        (1, [a, b, rest @ ..]) => (usize::from(u16::from_le_bytes([*a, *b])), rest),
+        (2 | 3, [a, b, c, d, rest @ ..]) => (u32::from_le_bytes([*a, *b, *c, *d]) as usize, rest),
+        _ => return Err(format!("unsupported .npy version {major}")),
+    };
+    if hlen > rest.len() {
+        return Err("truncated .npy header".into());
+    }
+    let header = std::str::from_utf8(&rest[..hlen]).map_err(|_| "non-text .npy header")?;
+    let data = &rest[hlen..];
+    let field = |key: &str| -> std::result::Result<&str, String> {
+        let pat = format!("'{key}':");
+        let i = header
+            .find(&pat)
+            .ok_or_else(|| format!(".npy header lacks {key:?}"))?;
+        Ok(header[i + pat.len()..].trim_start())
+    };
+    let descr = field("descr")?;
+    if !(descr.starts_with("'|b1'") || descr.starts_with("'|u1'")) {
+        return Err(format!(
+            "dtype {} is not bool or uint8",
+            descr.split(',').next().unwrap_or("")
+        ));
+    }
+    let fortran = field("fortran_order")?;
+    if !(fortran.starts_with("False") || fortran.starts_with("True")) {
+        return Err("bad fortran_order".into());
+    }
+    let shape = field("shape")?;
+    let inner = shape
+        .strip_prefix('(')
+        .and_then(|s| s.split(')').next())
+        .ok_or("bad shape")?;
+    let dims: Vec<&str> = inner
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    let [n] = dims[..] else {
+        return Err(format!("expected a 1-D array, got shape ({inner})"));
+    };
+    let n: usize = n.parse().map_err(|_| format!("bad shape ({inner})"))?;
+    if n != data.len() {
+        return Err(format!("shape ({n},) but {} data bytes", data.len()));
+    }
+    data.iter()
+        .map(|&b| match b {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(format!("mask value {other} is not 0 or 1")),
+        })
+        .collect()
 }
 
 /// Seeded random split in the manner of PyG's `RandomNodeSplit(split="random")`.
@@ -99,18 +170,29 @@ pub fn random_split(
     num_test: usize,
     seed: u64,
 ) -> Result<Split> {
-    let mut per_class: Vec<Vec<usize>> = vec![Vec::new(); num_classes];
+    // Sized by the labels actually present (never by the caller's
+    // `num_classes`, which may be arbitrarily large).
+    let mut per_class: Vec<Vec<usize>> = Vec::new();
     for (i, l) in labels.iter().enumerate() {
         if let Some(c) = *l {
-            per_class
-                .get_mut(c)
-                .ok_or(Error::IndexOutOfRange {
+            if c >= num_classes {
+                return Err(Error::IndexOutOfRange {
                     what: "class label",
                     index: c,
                     len: num_classes,
-                })?
-                .push(i);
+                });
+            }
+            if c >= per_class.len() {
+                per_class.resize_with(c + 1, Vec::new);
+            }
+            per_class[c].push(i);
         }
+    }
+    if train_per_class > 0 && per_class.len() < num_classes {
+        return Err(Error::InvalidConfig(format!(
+            "class {} has 0 labelled nodes, fewer than train_per_class = {train_per_class}",
+            per_class.len()
+        )));
     }
     let mut rng = StdRng::seed_from_u64(seed);
     let mut in_train = vec![false; labels.len()];
