@@ -82,14 +82,22 @@ fn main() {
 fn run(args: &Args) -> hdgcn::Result<()> {
     let model_kind = args.model.to_ascii_lowercase();
     if !matches!(model_kind.as_str(), "gcn" | "cheb") {
-        return Err(hdgcn::Error::InvalidConfig(format!("unknown --model '{}' (gcn | cheb)", args.model)));
+        return Err(hdgcn::Error::InvalidConfig(format!(
+            "unknown --model '{}' (gcn | cheb)",
+            args.model
+        )));
     }
     let split_kind = args.split.to_ascii_lowercase();
     if !matches!(split_kind.as_str(), "public" | "full") {
-        return Err(hdgcn::Error::InvalidConfig(format!("unknown --split '{}' (public | full)", args.split)));
+        return Err(hdgcn::Error::InvalidConfig(format!(
+            "unknown --split '{}' (public | full)",
+            args.split
+        )));
     }
     if args.runs == 0 {
-        return Err(hdgcn::Error::InvalidConfig("--runs must be at least 1".into()));
+        return Err(hdgcn::Error::InvalidConfig(
+            "--runs must be at least 1".into(),
+        ));
     }
     let root = data_root(args.data_dir.as_deref());
     let data = Planetoid::load(&planetoid_dir(&root), &args.dataset)?;

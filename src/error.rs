@@ -100,16 +100,26 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// Shorthand for [`Error::ShapeMismatch`].
     pub fn shape(op: &'static str, expected: impl Into<String>, got: impl Into<String>) -> Self {
-        Error::ShapeMismatch { op, expected: expected.into(), got: got.into() }
+        Error::ShapeMismatch {
+            op,
+            expected: expected.into(),
+            got: got.into(),
+        }
     }
 
     /// Shorthand for [`Error::Format`].
     pub fn format(path: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::Format { path: path.into(), reason: reason.into() }
+        Error::Format {
+            path: path.into(),
+            reason: reason.into(),
+        }
     }
 
     /// Shorthand for [`Error::Io`].
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

@@ -23,15 +23,28 @@ fn weigh(v: &Var<Cpu<f64>>, seed: u64) -> hdgcn::Result<Var<Cpu<f64>>> {
 
 fn assert_ok(name: &str, report: hdgcn::autograd::gradcheck::GradCheckReport) {
     assert!(report.checked > 0, "{name}: nothing checked");
-    assert!(report.max_error < TOL, "{name}: max error {} at {}", report.max_error, report.worst);
+    assert!(
+        report.max_error < TOL,
+        "{name}: max error {} at {}",
+        report.max_error,
+        report.worst
+    );
 }
 
 #[test]
 fn gradcheck_matmul_all_transposes() {
     let mut rng = StdRng::seed_from_u64(1);
     for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
-        let a = if ta { rand_mat(&mut rng, 4, 3) } else { rand_mat(&mut rng, 3, 4) };
-        let b = if tb { rand_mat(&mut rng, 5, 4) } else { rand_mat(&mut rng, 4, 5) };
+        let a = if ta {
+            rand_mat(&mut rng, 4, 3)
+        } else {
+            rand_mat(&mut rng, 3, 4)
+        };
+        let b = if tb {
+            rand_mat(&mut rng, 5, 4)
+        } else {
+            rand_mat(&mut rng, 4, 5)
+        };
         let r = check_inputs(&[a, b], |_, v| weigh(&v[0].matmul_t(&v[1], ta, tb)?, 3), H).unwrap();
         assert_ok(&format!("matmul {ta} {tb}"), r);
     }
@@ -40,18 +53,26 @@ fn gradcheck_matmul_all_transposes() {
 #[test]
 fn gradcheck_spmm_and_transpose() {
     let mut rng = StdRng::seed_from_u64(2);
-    let dense =
-        Array2::from_shape_fn(
-            (5, 4),
-            |_| if rng.random_bool(0.4) { rng.random_range(-1.0..1.0) } else { 0.0 },
-        );
+    let dense = Array2::from_shape_fn((5, 4), |_| {
+        if rng.random_bool(0.4) {
+            rng.random_range(-1.0..1.0)
+        } else {
+            0.0
+        }
+    });
     let m = sprs::CsMat::csr_from_dense(dense.view(), 0.0);
     let cpu = Cpu::<f64>::new();
     let s = SparseMatrix::from_csmat(&cpu, &m).unwrap();
     let x = rand_mat(&mut rng, 4, 3);
-    assert_ok("spmm", check_inputs(&[x], |_, v| weigh(&s.matmul(&v[0])?, 4), H).unwrap());
+    assert_ok(
+        "spmm",
+        check_inputs(&[x], |_, v| weigh(&s.matmul(&v[0])?, 4), H).unwrap(),
+    );
     let y = rand_mat(&mut rng, 5, 3);
-    assert_ok("spmm^T", check_inputs(&[y], |_, v| weigh(&s.matmul_transposed(&v[0])?, 5), H).unwrap());
+    assert_ok(
+        "spmm^T",
+        check_inputs(&[y], |_, v| weigh(&s.matmul_transposed(&v[0])?, 5), H).unwrap(),
+    );
 }
 
 #[test]
@@ -61,7 +82,13 @@ fn gradcheck_binary_with_broadcasting() {
     for &sb in &shapes {
         let a = rand_mat(&mut rng, 3, 4);
         let mut b = rand_mat(&mut rng, sb.0, sb.1);
-        b.mapv_inplace(|v| if v.abs() < 0.3 { v.signum() * 0.5 + v } else { v }); // keep away from 0 for div
+        b.mapv_inplace(|v| {
+            if v.abs() < 0.3 {
+                v.signum() * 0.5 + v
+            } else {
+                v
+            }
+        }); // keep away from 0 for div
         for name in ["add", "sub", "mul", "div"] {
             let f = |_: &_, v: &[Var<Cpu<f64>>]| {
                 let out = match name {
@@ -72,7 +99,10 @@ fn gradcheck_binary_with_broadcasting() {
                 }?;
                 weigh(&out, 6)
             };
-            assert_ok(&format!("{name} {sb:?}"), check_inputs(&[a.clone(), b.clone()], f, H).unwrap());
+            assert_ok(
+                &format!("{name} {sb:?}"),
+                check_inputs(&[a.clone(), b.clone()], f, H).unwrap(),
+            );
             // Broadcast side on the left.
             let g = |_: &_, v: &[Var<Cpu<f64>>]| {
                 let out = match name {
@@ -84,8 +114,17 @@ fn gradcheck_binary_with_broadcasting() {
                 weigh(&out, 7)
             };
             let mut a2 = a.clone();
-            a2.mapv_inplace(|v| if v.abs() < 0.3 { v + 0.5 * v.signum() } else { v });
-            assert_ok(&format!("{name} left {sb:?}"), check_inputs(&[a2, b.clone()], g, H).unwrap());
+            a2.mapv_inplace(|v| {
+                if v.abs() < 0.3 {
+                    v + 0.5 * v.signum()
+                } else {
+                    v
+                }
+            });
+            assert_ok(
+                &format!("{name} left {sb:?}"),
+                check_inputs(&[a2, b.clone()], g, H).unwrap(),
+            );
         }
     }
 }
@@ -111,9 +150,15 @@ fn gradcheck_unary_maps() {
         ("affine", |v| v.affine(-2.5, 0.7)),
     ];
     for (name, f) in cases {
-        assert_ok(name, check_inputs(&[x.clone()], |_, v| weigh(&f(&v[0]), 8), H).unwrap());
+        assert_ok(
+            name,
+            check_inputs(&[x.clone()], |_, v| weigh(&f(&v[0]), 8), H).unwrap(),
+        );
     }
-    assert_ok("log", check_inputs(&[xpos], |_, v| weigh(&v[0].log(), 8), H).unwrap());
+    assert_ok(
+        "log",
+        check_inputs(&[xpos], |_, v| weigh(&v[0].log(), 8), H).unwrap(),
+    );
 }
 
 #[test]
@@ -121,15 +166,27 @@ fn gradcheck_reductions_softmax_layernorm() {
     let mut rng = StdRng::seed_from_u64(5);
     let x = rand_mat(&mut rng, 4, 6);
     for axis in [Axis::Rows, Axis::Cols] {
-        assert_ok("sum_axis", check_inputs(&[x.clone()], |_, v| weigh(&v[0].sum_axis(axis), 9), H).unwrap());
-        assert_ok("softmax", check_inputs(&[x.clone()], |_, v| weigh(&v[0].softmax(axis), 9), H).unwrap());
+        assert_ok(
+            "sum_axis",
+            check_inputs(&[x.clone()], |_, v| weigh(&v[0].sum_axis(axis), 9), H).unwrap(),
+        );
+        assert_ok(
+            "softmax",
+            check_inputs(&[x.clone()], |_, v| weigh(&v[0].softmax(axis), 9), H).unwrap(),
+        );
         assert_ok(
             "log_softmax",
             check_inputs(&[x.clone()], |_, v| weigh(&v[0].log_softmax(axis), 9), H).unwrap(),
         );
     }
-    assert_ok("mean_all", check_inputs(&[x.clone()], |_, v| Ok(v[0].square().mean_all()), H).unwrap());
-    assert_ok("layer_norm", check_inputs(&[x.clone()], |_, v| weigh(&v[0].layer_norm(1e-5), 10), H).unwrap());
+    assert_ok(
+        "mean_all",
+        check_inputs(&[x.clone()], |_, v| Ok(v[0].square().mean_all()), H).unwrap(),
+    );
+    assert_ok(
+        "layer_norm",
+        check_inputs(&[x.clone()], |_, v| weigh(&v[0].layer_norm(1e-5), 10), H).unwrap(),
+    );
 }
 
 #[test]
@@ -137,7 +194,10 @@ fn gradcheck_dropout_concat_slice_gather() {
     let mut rng = StdRng::seed_from_u64(6);
     let x = rand_mat(&mut rng, 5, 4);
     let y = rand_mat(&mut rng, 5, 2);
-    assert_ok("dropout", check_inputs(&[x.clone()], |_, v| weigh(&v[0].dropout(0.4)?, 11), H).unwrap());
+    assert_ok(
+        "dropout",
+        check_inputs(&[x.clone()], |_, v| weigh(&v[0].dropout(0.4)?, 11), H).unwrap(),
+    );
     assert_ok(
         "concat cols",
         check_inputs(
@@ -150,21 +210,38 @@ fn gradcheck_dropout_concat_slice_gather() {
     let z = rand_mat(&mut rng, 2, 4);
     assert_ok(
         "concat rows",
-        check_inputs(&[x.clone(), z], |_, v| weigh(&Var::concat(&[&v[1], &v[0]], Axis::Rows)?, 13), H)
-            .unwrap(),
+        check_inputs(
+            &[x.clone(), z],
+            |_, v| weigh(&Var::concat(&[&v[1], &v[0]], Axis::Rows)?, 13),
+            H,
+        )
+        .unwrap(),
     );
     assert_ok(
         "slice rows",
-        check_inputs(&[x.clone()], |_, v| weigh(&v[0].slice(Axis::Rows, 1, 4)?, 14), H).unwrap(),
+        check_inputs(
+            &[x.clone()],
+            |_, v| weigh(&v[0].slice(Axis::Rows, 1, 4)?, 14),
+            H,
+        )
+        .unwrap(),
     );
     assert_ok(
         "slice cols",
-        check_inputs(&[x.clone()], |_, v| weigh(&v[0].slice(Axis::Cols, 0, 3)?, 14), H).unwrap(),
+        check_inputs(
+            &[x.clone()],
+            |_, v| weigh(&v[0].slice(Axis::Cols, 0, 3)?, 14),
+            H,
+        )
+        .unwrap(),
     );
     let cpu = Cpu::<f64>::new();
     // Repeated indices: gradients must accumulate.
     let idx = Index::new(&cpu, &[4, 0, 4, 2]).unwrap();
-    assert_ok("gather", check_inputs(&[x], |_, v| weigh(&v[0].gather_rows(&idx)?, 15), H).unwrap());
+    assert_ok(
+        "gather",
+        check_inputs(&[x], |_, v| weigh(&v[0].gather_rows(&idx)?, 15), H).unwrap(),
+    );
 }
 
 #[test]
@@ -177,12 +254,22 @@ fn gradcheck_segment_ops_with_empty_and_single_segments() {
     for op in [SegmentReduce::Sum, SegmentReduce::Mean, SegmentReduce::Max] {
         assert_ok(
             &format!("segment {op:?}"),
-            check_inputs(&[x.clone()], |_, v| weigh(&v[0].segment_reduce(&seg, op)?, 16), H).unwrap(),
+            check_inputs(
+                &[x.clone()],
+                |_, v| weigh(&v[0].segment_reduce(&seg, op)?, 16),
+                H,
+            )
+            .unwrap(),
         );
     }
     assert_ok(
         "segment_softmax",
-        check_inputs(&[x.clone()], |_, v| weigh(&v[0].segment_softmax(&seg)?, 17), H).unwrap(),
+        check_inputs(
+            &[x.clone()],
+            |_, v| weigh(&v[0].segment_softmax(&seg)?, 17),
+            H,
+        )
+        .unwrap(),
     );
     let g = rand_mat(&mut rng, 4, 3);
     assert_ok(
@@ -200,10 +287,18 @@ fn gradcheck_losses() {
     let targets = Index::new(&cpu, &[3, 0, 1]).unwrap();
     assert_ok(
         "cross_entropy_masked",
-        check_inputs(&[logits.clone()], |_, v| v[0].cross_entropy_masked(&mask, &targets), H).unwrap(),
+        check_inputs(
+            &[logits.clone()],
+            |_, v| v[0].cross_entropy_masked(&mask, &targets),
+            H,
+        )
+        .unwrap(),
     );
     let y = Array2::from_shape_fn((6, 4), |_| if rng.random_bool(0.5) { 1.0 } else { 0.0 });
-    assert_ok("bce", check_inputs(&[logits], |_, v| v[0].bce_with_logits(&y), H).unwrap());
+    assert_ok(
+        "bce",
+        check_inputs(&[logits], |_, v| v[0].bce_with_logits(&y), H).unwrap(),
+    );
 }
 
 #[test]
@@ -228,10 +323,17 @@ fn forward_values_match_hand_computation() {
     let ce = z.cross_entropy_masked(&all, &t).unwrap().scalar().unwrap();
     assert!((ce - 4f64.ln()).abs() < 1e-14);
     // BCE with logit 0 is ln 2 whatever the target.
-    let bce = z.bce_with_logits(&Array2::from_elem((2, 4), 1.0)).unwrap().scalar().unwrap();
+    let bce = z
+        .bce_with_logits(&Array2::from_elem((2, 4), 1.0))
+        .unwrap()
+        .scalar()
+        .unwrap();
     assert!((bce - 2f64.ln()).abs() < 1e-14);
     let seg = Segments::new(&cpu, &[0, 1, 2]).unwrap();
-    let mx = x.segment_reduce(&seg, SegmentReduce::Max).unwrap().to_array();
+    let mx = x
+        .segment_reduce(&seg, SegmentReduce::Max)
+        .unwrap()
+        .to_array();
     assert_eq!(mx, ndarray::arr2(&[[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]));
 }
 
@@ -241,18 +343,36 @@ fn shape_errors_are_reported_not_panics() {
     let tape = hdgcn::autograd::Tape::new(&cpu);
     let a = tape.constant_array(&Array2::zeros((2, 3)));
     let b = tape.constant_array(&Array2::zeros((2, 3)));
-    assert!(matches!(a.matmul(&b), Err(hdgcn::Error::ShapeMismatch { .. })));
+    assert!(matches!(
+        a.matmul(&b),
+        Err(hdgcn::Error::ShapeMismatch { .. })
+    ));
     let c = tape.constant_array(&Array2::zeros((3, 2)));
     assert!(matches!(a.add(&c), Err(hdgcn::Error::ShapeMismatch { .. })));
     let idx = Index::new(&cpu, &[5]).unwrap();
-    assert!(matches!(a.gather_rows(&idx), Err(hdgcn::Error::IndexOutOfRange { .. })));
+    assert!(matches!(
+        a.gather_rows(&idx),
+        Err(hdgcn::Error::IndexOutOfRange { .. })
+    ));
     let t = Index::new(&cpu, &[0, 7]).unwrap();
-    assert!(matches!(a.nll(&t), Err(hdgcn::Error::IndexOutOfRange { .. })));
-    assert!(matches!(a.dropout(1.0), Err(hdgcn::Error::InvalidConfig(_))));
-    assert!(matches!(a.dropout(f64::NAN), Err(hdgcn::Error::InvalidConfig(_))));
+    assert!(matches!(
+        a.nll(&t),
+        Err(hdgcn::Error::IndexOutOfRange { .. })
+    ));
+    assert!(matches!(
+        a.dropout(1.0),
+        Err(hdgcn::Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        a.dropout(f64::NAN),
+        Err(hdgcn::Error::InvalidConfig(_))
+    ));
     assert!(Segments::<Cpu<f64>>::new(&cpu, &[0, 3, 2]).is_err());
     let seg = Segments::new(&cpu, &[0, 1]).unwrap();
-    assert!(matches!(a.segment_reduce(&seg, SegmentReduce::Sum), Err(hdgcn::Error::ShapeMismatch { .. })));
+    assert!(matches!(
+        a.segment_reduce(&seg, SegmentReduce::Sum),
+        Err(hdgcn::Error::ShapeMismatch { .. })
+    ));
     assert!(a.sum_all().backward().is_err()); // depends on no parameter
     let inf = hdgcn::autograd::Tape::inference(&cpu);
     let x = inf.input(cpu.from_array(Array2::<f64>::zeros((1, 1)).view()));

@@ -65,8 +65,12 @@ fn gcn_conv_equals_dense_formula() {
         let x = rand_mat(&mut rng, n, 4);
         let dg = DeviceGraph::new(&cpu, g);
         let tape = Tape::inference(&cpu);
-        let y = conv.forward(&tape, &dg, &tape.constant(x.clone()).into()).unwrap().to_array();
-        let expect = dense_gcn(&a).dot(&x).dot(&conv.lin.weight.to_array()) + &conv.bias.as_ref().unwrap().to_array();
+        let y = conv
+            .forward(&tape, &dg, &tape.constant(x.clone()).into())
+            .unwrap()
+            .to_array();
+        let expect = dense_gcn(&a).dot(&x).dot(&conv.lin.weight.to_array())
+            + &conv.bias.as_ref().unwrap().to_array();
         let err = (&y - &expect).mapv(f64::abs).fold(0.0f64, |m, &v| m.max(v));
         assert!(err < 1e-12, "n={n}: max error {err}");
     }
@@ -88,7 +92,10 @@ fn cheb_conv_equals_dense_chebyshev_recurrence_for_k_1_to_10() {
         let x = rand_mat(&mut rng, n, 3);
         let dg = DeviceGraph::new(&cpu, g);
         let tape = Tape::inference(&cpu);
-        let y = conv.forward(&tape, &dg, &tape.constant(x.clone()).into()).unwrap().to_array();
+        let y = conv
+            .forward(&tape, &dg, &tape.constant(x.clone()).into())
+            .unwrap()
+            .to_array();
         // Dense forward recurrence on node signals.
         let lt = dense_scaled_sym(&a, lambda);
         let mut t_prev = x.clone();
@@ -122,11 +129,17 @@ fn gradcheck_gcn_and_cheb_layers_dense_and_sparse_input() {
         let cheb = ChebConv::new(&cpu, 4, 3, k, &mut rng).unwrap();
         for sparse in [false, true] {
             let feats = |t: &Tape<C>| -> Features<C> {
-                if sparse { Features::Sparse(xs.clone()) } else { Features::Dense(t.constant(x.clone())) }
+                if sparse {
+                    Features::Sparse(xs.clone())
+                } else {
+                    Features::Dense(t.constant(x.clone()))
+                }
             };
             let loss = |t: &Tape<C>, conv: &dyn GraphConv<C>| {
                 let y = conv.forward(t, &dg, &feats(t))?.tanh();
-                y.mul(&t.constant(target.clone()))?.sum_all().add(&y.square().mean_all())
+                y.mul(&t.constant(target.clone()))?
+                    .sum_all()
+                    .add(&y.square().mean_all())
             };
             let r = check_params(&cheb.named_params(), |t| loss(t, &cheb), 1e-6).unwrap();
             assert!(r.max_error < 1e-7, "cheb K={k} sparse={sparse}: {r:?}");
@@ -145,7 +158,10 @@ fn parameter_names_follow_pyg() {
     assert_eq!(names, ["lin.weight", "bias"]);
     let cheb = ChebConv::new(&cpu, 4, 3, 3, &mut rng).unwrap();
     let names: Vec<String> = cheb.named_params().into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, ["lins.0.weight", "lins.1.weight", "lins.2.weight", "bias"]);
+    assert_eq!(
+        names,
+        ["lins.0.weight", "lins.1.weight", "lins.2.weight", "bias"]
+    );
 }
 
 #[test]
@@ -156,14 +172,26 @@ fn invalid_configurations_and_inputs_are_errors() {
     assert!(ChebConv::new(&cpu, 0, 3, 2, &mut rng).is_err());
     let mut cfg = ChebConvConfig::new(4, 3, 2);
     cfg.normalization = Normalization::None;
-    assert!(cfg.build(&cpu, &mut rng).is_err(), "None normalisation without lambda_max");
+    assert!(
+        cfg.build(&cpu, &mut rng).is_err(),
+        "None normalisation without lambda_max"
+    );
     let conv = GcnConv::new(&cpu, 4, 3, &mut rng).unwrap();
     let dg = DeviceGraph::new(&cpu, Graph::from_edges(3, &[(0, 1), (1, 0)]).unwrap());
     let tape = Tape::inference(&cpu);
     let bad = tape.constant(Array2::zeros((2, 4)));
-    assert!(matches!(conv.forward(&tape, &dg, &bad.into()), Err(hdgcn::Error::ShapeMismatch { .. })));
+    assert!(matches!(
+        conv.forward(&tape, &dg, &bad.into()),
+        Err(hdgcn::Error::ShapeMismatch { .. })
+    ));
     let cheb = ChebConv::new(&cpu, 4, 3, 3, &mut rng).unwrap();
     let x = tape.constant(Array2::zeros((3, 4)));
-    assert!(cheb.forward_with_lambda(&tape, &dg, &x.clone().into(), &[0.0]).is_err());
-    assert!(cheb.forward_with_lambda(&tape, &dg, &x.into(), &[1.0, 2.0]).is_err());
+    assert!(
+        cheb.forward_with_lambda(&tape, &dg, &x.clone().into(), &[0.0])
+            .is_err()
+    );
+    assert!(
+        cheb.forward_with_lambda(&tape, &dg, &x.into(), &[1.0, 2.0])
+            .is_err()
+    );
 }

@@ -2,7 +2,9 @@
 
 use hdgcn::Error;
 use hdgcn::backend::UpdateRule;
-use hdgcn::optim::{AdaBeliefConfig, AdamConfig, AdamWConfig, Constant, CosineAnnealing, SgdConfig, StepLr};
+use hdgcn::optim::{
+    AdaBeliefConfig, AdamConfig, AdamWConfig, Constant, CosineAnnealing, SgdConfig, StepLr,
+};
 
 /// Asserts `r` is `InvalidConfig` whose message names `field`.
 fn rejects(r: hdgcn::Result<()>, field: &str) {
@@ -18,7 +20,13 @@ fn rejects(r: hdgcn::Result<()>, field: &str) {
 fn defaults_match_reference_implementations() {
     assert_eq!(
         SgdConfig::default().rule(),
-        UpdateRule::Sgd { lr: 1e-3, momentum: 0.0, dampening: 0.0, nesterov: false, weight_decay: 0.0 }
+        UpdateRule::Sgd {
+            lr: 1e-3,
+            momentum: 0.0,
+            dampening: 0.0,
+            nesterov: false,
+            weight_decay: 0.0
+        }
     );
     assert_eq!(
         AdamConfig::default().rule(),
@@ -72,7 +80,10 @@ fn sgd_validation() {
     rejects(ok.dampening(f64::NAN).validate(), "dampening");
     rejects(ok.weight_decay(-1e-4).validate(), "weight_decay");
     rejects(ok.nesterov(true).validate(), "nesterov");
-    rejects(ok.momentum(0.9).dampening(0.1).nesterov(true).validate(), "nesterov");
+    rejects(
+        ok.momentum(0.9).dampening(0.1).nesterov(true).validate(),
+        "nesterov",
+    );
     ok.momentum(0.9).nesterov(true).validate().unwrap();
     ok.lr(0.0).validate().unwrap();
 }
@@ -112,16 +123,26 @@ fn build_validates() {
     assert!(is_invalid(SgdConfig::default().lr(-1.0).build::<B>()));
     assert!(is_invalid(AdamConfig::default().beta1(1.0).build::<B>()));
     assert!(is_invalid(AdamWConfig::default().eps(0.0).build::<B>()));
-    assert!(is_invalid(AdaBeliefConfig::default().beta2(f64::NAN).build::<B>()));
+    assert!(is_invalid(
+        AdaBeliefConfig::default().beta2(f64::NAN).build::<B>()
+    ));
 }
 
 #[test]
 fn schedule_validation() {
     assert!(matches!(Constant::new(-1.0), Err(Error::InvalidConfig(m)) if m.contains("lr")));
-    assert!(matches!(StepLr::new(0.1, 0, 0.5), Err(Error::InvalidConfig(m)) if m.contains("step_size")));
-    assert!(matches!(StepLr::new(f64::NAN, 1, 0.5), Err(Error::InvalidConfig(m)) if m.contains("base_lr")));
-    assert!(matches!(StepLr::new(0.1, 1, -0.5), Err(Error::InvalidConfig(m)) if m.contains("gamma")));
-    assert!(matches!(CosineAnnealing::new(0.1, 0, 0.0), Err(Error::InvalidConfig(m)) if m.contains("t_max")));
+    assert!(
+        matches!(StepLr::new(0.1, 0, 0.5), Err(Error::InvalidConfig(m)) if m.contains("step_size"))
+    );
+    assert!(
+        matches!(StepLr::new(f64::NAN, 1, 0.5), Err(Error::InvalidConfig(m)) if m.contains("base_lr"))
+    );
+    assert!(
+        matches!(StepLr::new(0.1, 1, -0.5), Err(Error::InvalidConfig(m)) if m.contains("gamma"))
+    );
+    assert!(
+        matches!(CosineAnnealing::new(0.1, 0, 0.0), Err(Error::InvalidConfig(m)) if m.contains("t_max"))
+    );
     assert!(
         matches!(CosineAnnealing::new(0.1, 5, -1.0), Err(Error::InvalidConfig(m)) if m.contains("eta_min"))
     );

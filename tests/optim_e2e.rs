@@ -5,8 +5,8 @@ use hdgcn::Error;
 use hdgcn::autograd::{Gradients, Param, Tape};
 use hdgcn::backend::{Backend, Cpu};
 use hdgcn::optim::{
-    AdaBelief, AdaBeliefConfig, Adam, AdamConfig, AdamW, AdamWConfig, CosineAnnealing, LrSchedule, Optimizer,
-    Sgd, SgdConfig, clip_grad_norm,
+    AdaBelief, AdaBeliefConfig, Adam, AdamConfig, AdamW, AdamWConfig, CosineAnnealing, LrSchedule,
+    Optimizer, Sgd, SgdConfig, clip_grad_norm,
 };
 use ndarray::Array2;
 use serde_json::Value;
@@ -25,7 +25,13 @@ fn arr(v: &Value) -> Array2<f64> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect())
+        .map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        })
         .collect();
     let (r, c) = (rows.len(), rows[0].len());
     Array2::from_shape_vec((r, c), rows.into_iter().flatten().collect()).unwrap()
@@ -106,8 +112,16 @@ fn fixture_trajectories_through_optimizer_step() {
             grads.insert(&w, cpu.from_array(arr(&step["grads"]["W"]).view()));
             grads.insert(&b, cpu.from_array(arr(&step["grads"]["b"]).view()));
             opt.step(&params, &grads).unwrap();
-            assert_close(&format!("{name} step {t} W"), &w.to_array(), &arr(&step["params"]["W"]));
-            assert_close(&format!("{name} step {t} b"), &b.to_array(), &arr(&step["params"]["b"]));
+            assert_close(
+                &format!("{name} step {t} W"),
+                &w.to_array(),
+                &arr(&step["params"]["W"]),
+            );
+            assert_close(
+                &format!("{name} step {t} b"),
+                &b.to_array(),
+                &arr(&step["params"]["b"]),
+            );
         }
     }
 }
@@ -127,9 +141,20 @@ fn clip_grad_norm_matches_torch() {
         grads.insert(&b, cpu.from_array(arr(&c["grads"]["b"]).view()));
         let norm = clip_grad_norm(&cpu, &mut grads, f(c, "max_norm"));
         let want = f(c, "norm");
-        assert!((norm - want).abs() <= 1e-12 * want, "{name}: norm {norm} vs {want}");
-        assert_close(name, &cpu.to_array(grads.get(&w).unwrap()), &arr(&c["clipped"]["W"]));
-        assert_close(name, &cpu.to_array(grads.get(&b).unwrap()), &arr(&c["clipped"]["b"]));
+        assert!(
+            (norm - want).abs() <= 1e-12 * want,
+            "{name}: norm {norm} vs {want}"
+        );
+        assert_close(
+            name,
+            &cpu.to_array(grads.get(&w).unwrap()),
+            &arr(&c["clipped"]["W"]),
+        );
+        assert_close(
+            name,
+            &cpu.to_array(grads.get(&b).unwrap()),
+            &arr(&c["clipped"]["b"]),
+        );
     }
     // The clipped case really scaled, the other did not.
     assert!(f(&clips[0], "norm") > f(&clips[0], "max_norm"));
@@ -150,8 +175,13 @@ fn params_without_gradient_are_untouched_and_duplicates_updated_once() {
     let b = Param::from_array(&cpu, &Array2::from_elem((1, 2), 5.0));
     let mut grads = Gradients::default();
     grads.insert(&a, cpu.full(2, 2, 1.0));
-    let mut opt = SgdConfig::default().lr(0.5).momentum(0.9).build::<B>().unwrap();
-    opt.step(&[a.clone(), b.clone(), a.clone()], &grads).unwrap();
+    let mut opt = SgdConfig::default()
+        .lr(0.5)
+        .momentum(0.9)
+        .build::<B>()
+        .unwrap();
+    opt.step(&[a.clone(), b.clone(), a.clone()], &grads)
+        .unwrap();
     assert_eq!(a.to_array(), Array2::from_elem((2, 2), 0.5));
     assert_eq!(b.to_array(), Array2::from_elem((1, 2), 5.0));
     assert_eq!(opt.step_count(&a), 1);
@@ -164,7 +194,10 @@ fn params_without_gradient_are_untouched_and_duplicates_updated_once() {
     opt.reset();
     assert_eq!(opt.step_count(&a), 0);
     opt.step(std::slice::from_ref(&a), &grads).unwrap();
-    assert_eq!(a.to_array(), Array2::from_elem((2, 2), 0.5 - 0.5 * 1.9 - 0.5));
+    assert_eq!(
+        a.to_array(),
+        Array2::from_elem((2, 2), 0.5 - 0.5 * 1.9 - 0.5)
+    );
 }
 
 #[test]
@@ -225,14 +258,36 @@ fn training_reduces_loss_with_autograd() {
     let loss_of = |w: &Param<B>| -> (f64, Gradients<B>) {
         let tape = Tape::new(&cpu);
         let pred = tape.constant_array(&x).matmul(&tape.param(w)).unwrap();
-        let loss = pred.sub(&tape.constant_array(&y)).unwrap().square().mean_all();
+        let loss = pred
+            .sub(&tape.constant_array(&y))
+            .unwrap()
+            .square()
+            .mean_all();
         (loss.scalar().unwrap(), loss.backward().unwrap())
     };
     let opts: Vec<(&str, Box<dyn Optimizer<B>>)> = vec![
-        ("sgd", Box::new(SgdConfig::default().lr(0.1).momentum(0.9).build::<B>().unwrap())),
-        ("adam", Box::new(AdamConfig::default().lr(0.05).build::<B>().unwrap())),
-        ("adamw", Box::new(AdamWConfig::default().lr(0.05).build::<B>().unwrap())),
-        ("adabelief", Box::new(AdaBeliefConfig::default().lr(0.05).build::<B>().unwrap())),
+        (
+            "sgd",
+            Box::new(
+                SgdConfig::default()
+                    .lr(0.1)
+                    .momentum(0.9)
+                    .build::<B>()
+                    .unwrap(),
+            ),
+        ),
+        (
+            "adam",
+            Box::new(AdamConfig::default().lr(0.05).build::<B>().unwrap()),
+        ),
+        (
+            "adamw",
+            Box::new(AdamWConfig::default().lr(0.05).build::<B>().unwrap()),
+        ),
+        (
+            "adabelief",
+            Box::new(AdaBeliefConfig::default().lr(0.05).build::<B>().unwrap()),
+        ),
     ];
     let schedule = CosineAnnealing::new(0.1, 300, 1e-3).unwrap();
     for (name, mut opt) in opts {

@@ -13,7 +13,8 @@ const RTOL: f64 = 1e-10;
 
 fn fixture() -> Value {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/optim.json");
-    serde_json::from_str(&std::fs::read_to_string(path).expect("read optim.json")).expect("parse optim.json")
+    serde_json::from_str(&std::fs::read_to_string(path).expect("read optim.json"))
+        .expect("parse optim.json")
 }
 
 fn flat(v: &Value) -> Vec<f64> {
@@ -140,28 +141,67 @@ fn wrong_variants_do_not_match() {
     };
     // L2 vs decoupled weight decay.
     flip("adam_lr_wd", &|r| match r {
-        UpdateRule::Adam { .. } => AdamWConfig { lr: 5e-2, weight_decay: 1e-2, ..Default::default() }.rule(),
+        UpdateRule::Adam { .. } => AdamWConfig {
+            lr: 5e-2,
+            weight_decay: 1e-2,
+            ..Default::default()
+        }
+        .rule(),
         _ => unreachable!(),
     });
     // Rectification on/off.
     flip("adabelief_plain", &|r| match r {
-        UpdateRule::AdaBelief { lr, beta1, beta2, eps, weight_decay, decoupled, .. } => {
-            UpdateRule::AdaBelief { lr, beta1, beta2, eps, weight_decay, decoupled, rectify: true }
-        }
+        UpdateRule::AdaBelief {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            ..
+        } => UpdateRule::AdaBelief {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            rectify: true,
+        },
         _ => unreachable!(),
     });
     // Nesterov on/off.
     flip("sgd_nesterov", &|r| match r {
-        UpdateRule::Sgd { lr, momentum, dampening, weight_decay, .. } => {
-            UpdateRule::Sgd { lr, momentum, dampening, nesterov: false, weight_decay }
-        }
+        UpdateRule::Sgd {
+            lr,
+            momentum,
+            dampening,
+            weight_decay,
+            ..
+        } => UpdateRule::Sgd {
+            lr,
+            momentum,
+            dampening,
+            nesterov: false,
+            weight_decay,
+        },
         _ => unreachable!(),
     });
     // Dampening applied from the first step (torch initialises the buffer to d).
     flip("sgd_momentum_dampening_wd", &|r| match r {
-        UpdateRule::Sgd { lr, momentum, dampening, nesterov, weight_decay } => {
-            UpdateRule::Sgd { lr, momentum, dampening: dampening + 0.05, nesterov, weight_decay }
-        }
+        UpdateRule::Sgd {
+            lr,
+            momentum,
+            dampening,
+            nesterov,
+            weight_decay,
+        } => UpdateRule::Sgd {
+            lr,
+            momentum,
+            dampening: dampening + 0.05,
+            nesterov,
+            weight_decay,
+        },
         _ => unreachable!(),
     });
 }
@@ -171,7 +211,11 @@ fn wrong_variants_do_not_match() {
 /// accumulated epsilon.
 #[test]
 fn adabelief_eps_inside_belief() {
-    let rule = AdaBeliefConfig::default().lr(0.1).eps(1e-8).rectify(false).rule();
+    let rule = AdaBeliefConfig::default()
+        .lr(0.1)
+        .eps(1e-8)
+        .rectify(false)
+        .rule();
     let (mut p, mut m, mut s) = ([0.0_f64], [0.0_f64], [0.0_f64]);
     update_slices(&rule, 1, &mut p, &[1.0], &mut [&mut m, &mut s]);
     // Same expression order as adabelief-pytorch.
@@ -200,7 +244,13 @@ fn f32_kernels_track_f64() {
         let g = flat(&step["grads"]["W"]);
         let g32: Vec<f32> = g.iter().map(|&x| x as f32).collect();
         update_slices(&rule, t as u64 + 1, &mut p64, &g, &mut [&mut m64, &mut v64]);
-        update_slices(&rule, t as u64 + 1, &mut p32, &g32, &mut [&mut m32, &mut v32]);
+        update_slices(
+            &rule,
+            t as u64 + 1,
+            &mut p32,
+            &g32,
+            &mut [&mut m32, &mut v32],
+        );
     }
     for (a, e) in p32.iter().zip(&p64) {
         assert!((*a as f64 - e).abs() < 1e-5, "{a} vs {e}");
@@ -234,11 +284,17 @@ fn schedules_match_torch() {
         let name = s["name"].as_str().unwrap();
         let base = f(s, "base_lr");
         let sched: Box<dyn LrSchedule> = match s["kind"].as_str().unwrap() {
-            "StepLR" => {
-                Box::new(StepLr::new(base, s["step_size"].as_u64().unwrap() as usize, f(s, "gamma")).unwrap())
-            }
+            "StepLR" => Box::new(
+                StepLr::new(
+                    base,
+                    s["step_size"].as_u64().unwrap() as usize,
+                    f(s, "gamma"),
+                )
+                .unwrap(),
+            ),
             "CosineAnnealingLR" => Box::new(
-                CosineAnnealing::new(base, s["T_max"].as_u64().unwrap() as usize, f(s, "eta_min")).unwrap(),
+                CosineAnnealing::new(base, s["T_max"].as_u64().unwrap() as usize, f(s, "eta_min"))
+                    .unwrap(),
             ),
             k => panic!("unknown schedule {k}"),
         };
@@ -249,7 +305,10 @@ fn schedules_match_torch() {
             let got = sched.lr_at(epoch);
             // torch's values come from its recursive (chainable) form; the
             // closed form agrees to rounding, measured against base_lr.
-            assert!((got - want).abs() <= 1e-12 * base, "{name} epoch {epoch}: {got} vs {want}");
+            assert!(
+                (got - want).abs() <= 1e-12 * base,
+                "{name} epoch {epoch}: {got} vs {want}"
+            );
         }
     }
 }

@@ -29,7 +29,11 @@ pub struct GradCheckReport {
 
 impl GradCheckReport {
     fn new() -> Self {
-        GradCheckReport { max_error: 0.0, worst: String::new(), checked: 0 }
+        GradCheckReport {
+            max_error: 0.0,
+            worst: String::new(),
+            checked: 0,
+        }
     }
 
     fn compare(&mut self, what: String, analytic: f64, numeric: f64) {
@@ -59,12 +63,18 @@ where
 {
     let cpu = Cpu64::new();
     let tape = Tape::with_seed(&cpu, 7);
-    let vars: Vec<Var<Cpu64>> = inputs.iter().map(|a| tape.input(cpu.from_array(a.view()))).collect();
+    let vars: Vec<Var<Cpu64>> = inputs
+        .iter()
+        .map(|a| tape.input(cpu.from_array(a.view())))
+        .collect();
     let out = f(&tape, &vars)?;
     let grads = out.backward()?;
     let mut report = GradCheckReport::new();
     for (k, a) in inputs.iter().enumerate() {
-        let analytic = grads.wrt(&vars[k]).cloned().unwrap_or_else(|| Array2::zeros(a.dim()));
+        let analytic = grads
+            .wrt(&vars[k])
+            .cloned()
+            .unwrap_or_else(|| Array2::zeros(a.dim()));
         for idx in ndarray::indices(a.dim()) {
             let (i, j) = idx;
             let eval = |delta: f64| -> Result<f64> {
@@ -95,7 +105,10 @@ where
     let mut report = GradCheckReport::new();
     for (name, p) in params {
         let base = p.to_array();
-        let analytic = grads.get(p).cloned().unwrap_or_else(|| Array2::zeros(base.dim()));
+        let analytic = grads
+            .get(p)
+            .cloned()
+            .unwrap_or_else(|| Array2::zeros(base.dim()));
         for (i, j) in ndarray::indices(base.dim()) {
             let eval = |delta: f64| -> Result<f64> {
                 let mut v = base.clone();

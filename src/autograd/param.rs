@@ -33,7 +33,11 @@ pub struct Param<B: Backend> {
 impl<B: Backend> Param<B> {
     /// Wraps a device tensor as a new parameter.
     pub fn new(backend: &B, value: B::Tensor) -> Self {
-        Param { id: ParamId::fresh(), backend: backend.clone(), value: Rc::new(RefCell::new(value)) }
+        Param {
+            id: ParamId::fresh(),
+            backend: backend.clone(),
+            value: Rc::new(RefCell::new(value)),
+        }
     }
 
     /// Uploads a host array as a new parameter.
@@ -93,7 +97,10 @@ pub struct Gradients<B: Backend> {
 
 impl<B: Backend> Default for Gradients<B> {
     fn default() -> Self {
-        Gradients { by_param: HashMap::new(), by_node: HashMap::new() }
+        Gradients {
+            by_param: HashMap::new(),
+            by_node: HashMap::new(),
+        }
     }
 }
 

@@ -21,11 +21,18 @@ impl<B: Backend> SparseMatrix<B> {
     /// backend's element type). Non-finite values are an error.
     pub fn from_csmat<T: Float>(backend: &B, m: &CsMat<T>) -> Result<Self> {
         if let Some(&bad) = m.data().iter().find(|v| !v.is_finite()) {
-            return Err(Error::NonFinite { what: "sparse matrix value".into(), value: bad.to_f64_exact() });
+            return Err(Error::NonFinite {
+                what: "sparse matrix value".into(),
+                value: bad.to_f64_exact(),
+            });
         }
         let conv: CsMat<B::Elem> = m.map(|&v| B::Elem::from_f64_lossy(v.to_f64_exact()));
         let raw = backend.sparse_from_csmat(&conv);
-        Ok(SparseMatrix { raw, shape: m.shape(), nnz: m.nnz() })
+        Ok(SparseMatrix {
+            raw,
+            shape: m.shape(),
+            nnz: m.nnz(),
+        })
     }
 
     /// Wraps a backend matrix.
@@ -54,14 +61,19 @@ impl<B: Backend> SparseMatrix<B> {
     /// by `1 / (1 - p)`), mask seeded from the tape. The structure is shared.
     pub fn dropout(&self, tape: &Tape<B>, p: f64) -> Result<Self> {
         if !(0.0..1.0).contains(&p) {
-            return Err(Error::InvalidConfig(format!("dropout probability must be in [0, 1), got {p}")));
+            return Err(Error::InvalidConfig(format!(
+                "dropout probability must be in [0, 1), got {p}"
+            )));
         }
         if p == 0.0 || self.nnz == 0 {
             return Ok(self.clone());
         }
         let b = tape.backend();
         let mask = b.dropout_mask(1, self.nnz, p, tape.next_seed());
-        Ok(SparseMatrix { raw: b.sparse_scale_values(&self.raw, &mask), ..self.clone() })
+        Ok(SparseMatrix {
+            raw: b.sparse_scale_values(&self.raw, &mask),
+            ..self.clone()
+        })
     }
 
     /// `self · x`, differentiable in `x`.
@@ -93,7 +105,10 @@ impl<B: Backend> Index<B> {
                 len: u32::MAX as usize,
             })?);
         }
-        Ok(Index { host: idx.to_vec(), raw: backend.index_from_slice(&v) })
+        Ok(Index {
+            host: idx.to_vec(),
+            raw: backend.index_from_slice(&v),
+        })
     }
 
     /// Host copy.
@@ -129,13 +144,21 @@ impl<B: Backend> Segments<B> {
     /// Validates and uploads segment offsets.
     pub fn new(backend: &B, ptr: &[usize]) -> Result<Self> {
         if ptr.len() < 2 {
-            return Err(Error::Empty("segments need at least one segment (ptr of length >= 2)".into()));
+            return Err(Error::Empty(
+                "segments need at least one segment (ptr of length >= 2)".into(),
+            ));
         }
         if ptr[0] != 0 {
-            return Err(Error::InvalidConfig(format!("segment offsets must start at 0, got {}", ptr[0])));
+            return Err(Error::InvalidConfig(format!(
+                "segment offsets must start at 0, got {}",
+                ptr[0]
+            )));
         }
         if let Some(w) = ptr.windows(2).find(|w| w[1] < w[0]) {
-            return Err(Error::InvalidConfig(format!("segment offsets decrease: {} then {}", w[0], w[1])));
+            return Err(Error::InvalidConfig(format!(
+                "segment offsets decrease: {} then {}",
+                w[0], w[1]
+            )));
         }
         let last = *ptr.last().expect("len >= 2");
         if u32::try_from(last).is_err() {
@@ -146,7 +169,10 @@ impl<B: Backend> Segments<B> {
             });
         }
         let v: Vec<u32> = ptr.iter().map(|&p| p as u32).collect();
-        Ok(Segments { ptr: ptr.to_vec(), raw: backend.index_from_slice(&v) })
+        Ok(Segments {
+            ptr: ptr.to_vec(),
+            raw: backend.index_from_slice(&v),
+        })
     }
 
     /// Segments from a sorted node-to-graph vector (as PyG's `batch`).
@@ -155,7 +181,11 @@ impl<B: Backend> Segments<B> {
         let mut prev = 0;
         for &g in batch {
             if g >= num_graphs {
-                return Err(Error::IndexOutOfRange { what: "batch vector", index: g, len: num_graphs });
+                return Err(Error::IndexOutOfRange {
+                    what: "batch vector",
+                    index: g,
+                    len: num_graphs,
+                });
             }
             if g < prev {
                 return Err(Error::InvalidConfig("batch vector must be sorted".into()));

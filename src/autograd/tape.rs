@@ -16,9 +16,18 @@ pub(crate) enum Op<B: Backend> {
     /// A parameter, an input with `requires_grad`, or a constant.
     Leaf,
     /// `op(a) · op(b)`.
-    MatMul { a: usize, b: usize, ta: bool, tb: bool },
+    MatMul {
+        a: usize,
+        b: usize,
+        ta: bool,
+        tb: bool,
+    },
     /// `S · x` (or `Sᵀ · x`) with a constant sparse `S`.
-    SpMM { s: B::Sparse, x: usize, transpose: bool },
+    SpMM {
+        s: B::Sparse,
+        x: usize,
+        transpose: bool,
+    },
     /// Broadcasting element-wise binary op.
     Binary { op: BinaryOp, a: usize, b: usize },
     /// Element-wise unary map.
@@ -34,11 +43,21 @@ pub(crate) enum Op<B: Backend> {
     /// Concatenation along an axis.
     Concat { parts: Vec<usize>, axis: Axis },
     /// A range of rows or columns.
-    Slice { x: usize, axis: Axis, start: usize, len: usize },
+    Slice {
+        x: usize,
+        axis: Axis,
+        start: usize,
+        len: usize,
+    },
     /// Row gather.
     Gather { x: usize, idx: B::Index },
     /// Segment reduction.
-    SegmentReduce { x: usize, ptr: B::Index, op: SegmentReduce, argmax: Option<B::Index> },
+    SegmentReduce {
+        x: usize,
+        ptr: B::Index,
+        op: SegmentReduce,
+        argmax: Option<B::Index>,
+    },
     /// Segment softmax over rows.
     SegmentSoftmax { x: usize, ptr: B::Index },
     /// Broadcast of one row per segment to the segment's rows.
@@ -182,7 +201,10 @@ impl<B: Backend> Tape<B> {
             return Var::from_parts(self.clone(), Some(id), value, true);
         }
         let v = self.leaf(p.value().clone(), true, Some(p.id()));
-        self.inner.params.borrow_mut().insert(p.id(), v.node().expect("recorded"));
+        self.inner
+            .params
+            .borrow_mut()
+            .insert(p.id(), v.node().expect("recorded"));
         v
     }
 
@@ -191,7 +213,12 @@ impl<B: Backend> Tape<B> {
         if !self.inner.grad_enabled {
             return Var::from_parts(self.clone(), None, value, false);
         }
-        let id = self.push(Node { op: Op::Leaf, value: value.clone(), requires_grad, param });
+        let id = self.push(Node {
+            op: Op::Leaf,
+            value: value.clone(),
+            requires_grad,
+            param,
+        });
         Var::from_parts(self.clone(), Some(id), value, requires_grad)
     }
 
@@ -209,7 +236,12 @@ impl<B: Backend> Tape<B> {
             return Var::from_parts(self.clone(), None, value, false);
         }
         let op = if requires_grad { op } else { Op::Leaf };
-        let id = self.push(Node { op, value: value.clone(), requires_grad, param: None });
+        let id = self.push(Node {
+            op,
+            value: value.clone(),
+            requires_grad,
+            param: None,
+        });
         Var::from_parts(self.clone(), Some(id), value, requires_grad)
     }
 
@@ -219,7 +251,9 @@ impl<B: Backend> Tape<B> {
         let nodes = self.inner.nodes.borrow();
         let (r, c) = b.shape(&nodes[root].value);
         if (r, c) != (1, 1) {
-            return Err(Error::Autograd(format!("backward needs a 1 x 1 value, got {r} x {c}")));
+            return Err(Error::Autograd(format!(
+                "backward needs a 1 x 1 value, got {r} x {c}"
+            )));
         }
         let mut grads: Vec<Option<B::Tensor>> = (0..=root).map(|_| None).collect();
         grads[root] = Some(b.full(1, 1, num_traits::One::one()));
@@ -332,7 +366,12 @@ impl<B: Backend> Tape<B> {
                         start += len;
                     }
                 }
-                &Op::Slice { x, axis, start, len } => {
+                &Op::Slice {
+                    x,
+                    axis,
+                    start,
+                    len,
+                } => {
                     let (r, c) = b.shape(val(x));
                     let (gr, gc) = b.shape(&g);
                     let total = if axis == Axis::Rows { r } else { c };
@@ -343,8 +382,11 @@ impl<B: Backend> Tape<B> {
                         b.full(gr, start, zero())
                     };
                     let rest = total - start - len;
-                    let after =
-                        if axis == Axis::Rows { b.full(rest, gc, zero()) } else { b.full(gr, rest, zero()) };
+                    let after = if axis == Axis::Rows {
+                        b.full(rest, gc, zero())
+                    } else {
+                        b.full(gr, rest, zero())
+                    };
                     if start > 0 {
                         parts.push(&before);
                     }
@@ -360,7 +402,11 @@ impl<B: Backend> Tape<B> {
                 }
                 Op::SegmentReduce { x, ptr, op, argmax } => {
                     let (r, _) = b.shape(val(*x));
-                    acc(*x, b.segment_reduce_grad(&g, ptr, *op, argmax.as_ref(), r), &mut grads);
+                    acc(
+                        *x,
+                        b.segment_reduce_grad(&g, ptr, *op, argmax.as_ref(), r),
+                        &mut grads,
+                    );
                 }
                 Op::SegmentSoftmax { x, ptr } => {
                     acc(*x, b.segment_softmax_grad(&node.value, &g, ptr), &mut grads);

@@ -45,7 +45,12 @@ impl<B: Backend> Var<B> {
         value: Rc<B::Tensor>,
         requires_grad: bool,
     ) -> Self {
-        Var { tape, node, value, requires_grad }
+        Var {
+            tape,
+            node,
+            value,
+            requires_grad,
+        }
     }
 
     pub(crate) fn node(&self) -> Option<usize> {
@@ -103,7 +108,9 @@ impl<B: Backend> Var<B> {
             return Err(Error::Autograd("backward on an inference tape".into()));
         }
         if !self.requires_grad {
-            return Err(Error::Autograd("backward from a value that depends on no parameter".into()));
+            return Err(Error::Autograd(
+                "backward from a value that depends on no parameter".into(),
+            ));
         }
         self.tape.backward(self.id())
     }
@@ -112,7 +119,9 @@ impl<B: Backend> Var<B> {
         if Rc::ptr_eq(&self.tape.inner, &other.tape.inner) {
             Ok(())
         } else {
-            Err(Error::Autograd(format!("{op}: operands live on different tapes")))
+            Err(Error::Autograd(format!(
+                "{op}: operands live on different tapes"
+            )))
         }
     }
 
@@ -141,8 +150,19 @@ impl<B: Backend> Var<B> {
                 format!("right {k2} x {n}"),
             ));
         }
-        let v = self.backend().matmul(&self.value, &rhs.value, trans_self, trans_rhs);
-        Ok(self.rec(Op::MatMul { a: self.id(), b: rhs.id(), ta: trans_self, tb: trans_rhs }, v, &[self, rhs]))
+        let v = self
+            .backend()
+            .matmul(&self.value, &rhs.value, trans_self, trans_rhs);
+        Ok(self.rec(
+            Op::MatMul {
+                a: self.id(),
+                b: rhs.id(),
+                ta: trans_self,
+                tb: trans_rhs,
+            },
+            v,
+            &[self, rhs],
+        ))
     }
 
     /// Sparse-constant times dense: `s · x` (`transpose`: `sᵀ · x`).
@@ -152,11 +172,23 @@ impl<B: Backend> Var<B> {
         let (inner, outer) = if transpose { (sr, sc) } else { (sc, sr) };
         let (xr, xc) = x.shape();
         if inner != xr {
-            return Err(Error::shape("spmm", format!("x with {inner} rows"), shape_str((xr, xc))));
+            return Err(Error::shape(
+                "spmm",
+                format!("x with {inner} rows"),
+                shape_str((xr, xc)),
+            ));
         }
         let _ = outer;
         let v = x.backend().spmm(s.raw(), &x.value, transpose);
-        Ok(x.rec(Op::SpMM { s: s.raw().clone(), x: x.id(), transpose }, v, &[x]))
+        Ok(x.rec(
+            Op::SpMM {
+                s: s.raw().clone(),
+                x: x.id(),
+                transpose,
+            },
+            v,
+            &[x],
+        ))
     }
 
     // ----- element-wise ----------------------------------------------------
@@ -173,7 +205,15 @@ impl<B: Backend> Var<B> {
             ));
         }
         let v = self.backend().binary(op, &self.value, &rhs.value);
-        Ok(self.rec(Op::Binary { op, a: self.id(), b: rhs.id() }, v, &[self, rhs]))
+        Ok(self.rec(
+            Op::Binary {
+                op,
+                a: self.id(),
+                b: rhs.id(),
+            },
+            v,
+            &[self, rhs],
+        ))
     }
 
     /// `self + rhs` (broadcasting rows, columns or scalars).
@@ -284,13 +324,29 @@ impl<B: Backend> Var<B> {
     /// Softmax along `axis` (`Axis::Cols`: every row sums to 1).
     pub fn softmax(&self, axis: Axis) -> Var<B> {
         let v = self.backend().softmax(&self.value, axis, false);
-        self.rec(Op::Softmax { x: self.id(), axis, log: false }, v, &[self])
+        self.rec(
+            Op::Softmax {
+                x: self.id(),
+                axis,
+                log: false,
+            },
+            v,
+            &[self],
+        )
     }
 
     /// Log-softmax along `axis`.
     pub fn log_softmax(&self, axis: Axis) -> Var<B> {
         let v = self.backend().softmax(&self.value, axis, true);
-        self.rec(Op::Softmax { x: self.id(), axis, log: true }, v, &[self])
+        self.rec(
+            Op::Softmax {
+                x: self.id(),
+                axis,
+                log: true,
+            },
+            v,
+            &[self],
+        )
     }
 
     /// Row standardisation `(x - mean) / sqrt(var + eps)` (biased variance),
@@ -304,7 +360,9 @@ impl<B: Backend> Var<B> {
     /// from the tape's seed stream. Identity when `p == 0`.
     pub fn dropout(&self, p: f64) -> Result<Var<B>> {
         if !(0.0..1.0).contains(&p) {
-            return Err(Error::InvalidConfig(format!("dropout probability must be in [0, 1), got {p}")));
+            return Err(Error::InvalidConfig(format!(
+                "dropout probability must be in [0, 1), got {p}"
+            )));
         }
         if p == 0.0 {
             return Ok(self.clone());
@@ -319,13 +377,19 @@ impl<B: Backend> Var<B> {
 
     /// Concatenates along `axis` (`Axis::Cols`: side by side).
     pub fn concat(parts: &[&Var<B>], axis: Axis) -> Result<Var<B>> {
-        let first = parts.first().ok_or_else(|| Error::Empty("concat of no tensors".into()))?;
+        let first = parts
+            .first()
+            .ok_or_else(|| Error::Empty("concat of no tensors".into()))?;
         let (r0, c0) = first.shape();
         for p in parts {
             first.same_tape(p, "concat")?;
             let (r, c) = p.shape();
             if (axis == Axis::Cols && r != r0) || (axis == Axis::Rows && c != c0) {
-                return Err(Error::shape("concat", shape_str((r0, c0)), shape_str((r, c))));
+                return Err(Error::shape(
+                    "concat",
+                    shape_str((r0, c0)),
+                    shape_str((r, c)),
+                ));
             }
         }
         let vals: Vec<&B::Tensor> = parts.iter().map(|p| &*p.value).collect();
@@ -339,20 +403,44 @@ impl<B: Backend> Var<B> {
         let (r, c) = self.shape();
         let n = if axis == Axis::Rows { r } else { c };
         if start > end || end > n {
-            return Err(Error::IndexOutOfRange { what: "slice end", index: end, len: n });
+            return Err(Error::IndexOutOfRange {
+                what: "slice end",
+                index: end,
+                len: n,
+            });
         }
         let v = self.backend().slice(&self.value, axis, start, end);
-        Ok(self.rec(Op::Slice { x: self.id(), axis, start, len: end - start }, v, &[self]))
+        Ok(self.rec(
+            Op::Slice {
+                x: self.id(),
+                axis,
+                start,
+                len: end - start,
+            },
+            v,
+            &[self],
+        ))
     }
 
     /// Rows `self[idx[i]]` (`index_select` along rows).
     pub fn gather_rows(&self, idx: &super::Index<B>) -> Result<Var<B>> {
         let (r, _) = self.shape();
         if let Some(&bad) = idx.host().iter().find(|&&i| i >= r) {
-            return Err(Error::IndexOutOfRange { what: "gather_rows", index: bad, len: r });
+            return Err(Error::IndexOutOfRange {
+                what: "gather_rows",
+                index: bad,
+                len: r,
+            });
         }
         let v = self.backend().gather_rows(&self.value, idx.raw());
-        Ok(self.rec(Op::Gather { x: self.id(), idx: idx.raw().clone() }, v, &[self]))
+        Ok(self.rec(
+            Op::Gather {
+                x: self.id(),
+                idx: idx.raw().clone(),
+            },
+            v,
+            &[self],
+        ))
     }
 
     // ----- segment operations ------------------------------------------------------
@@ -373,14 +461,30 @@ impl<B: Backend> Var<B> {
     pub fn segment_reduce(&self, seg: &Segments<B>, op: SegmentReduce) -> Result<Var<B>> {
         self.check_segments(seg, "segment_reduce")?;
         let (v, argmax) = self.backend().segment_reduce(&self.value, seg.raw(), op);
-        Ok(self.rec(Op::SegmentReduce { x: self.id(), ptr: seg.raw().clone(), op, argmax }, v, &[self]))
+        Ok(self.rec(
+            Op::SegmentReduce {
+                x: self.id(),
+                ptr: seg.raw().clone(),
+                op,
+                argmax,
+            },
+            v,
+            &[self],
+        ))
     }
 
     /// Softmax over the rows of each segment, per column.
     pub fn segment_softmax(&self, seg: &Segments<B>) -> Result<Var<B>> {
         self.check_segments(seg, "segment_softmax")?;
         let v = self.backend().segment_softmax(&self.value, seg.raw());
-        Ok(self.rec(Op::SegmentSoftmax { x: self.id(), ptr: seg.raw().clone() }, v, &[self]))
+        Ok(self.rec(
+            Op::SegmentSoftmax {
+                x: self.id(),
+                ptr: seg.raw().clone(),
+            },
+            v,
+            &[self],
+        ))
     }
 
     /// Repeats row `g` of `self` (`G x c`) for every row of segment `g`.
@@ -393,8 +497,17 @@ impl<B: Backend> Var<B> {
                 shape_str((r, c)),
             ));
         }
-        let v = self.backend().segment_broadcast(&self.value, seg.raw(), seg.num_rows());
-        Ok(self.rec(Op::SegmentBroadcast { x: self.id(), ptr: seg.raw().clone() }, v, &[self]))
+        let v = self
+            .backend()
+            .segment_broadcast(&self.value, seg.raw(), seg.num_rows());
+        Ok(self.rec(
+            Op::SegmentBroadcast {
+                x: self.id(),
+                ptr: seg.raw().clone(),
+            },
+            v,
+            &[self],
+        ))
     }
 
     // ----- losses ------------------------------------------------------------------
@@ -404,21 +517,40 @@ impl<B: Backend> Var<B> {
     pub fn nll(&self, targets: &super::Index<B>) -> Result<Var<B>> {
         let (r, c) = self.shape();
         if targets.len() != r {
-            return Err(Error::shape("nll", format!("{r} targets"), format!("{}", targets.len())));
+            return Err(Error::shape(
+                "nll",
+                format!("{r} targets"),
+                format!("{}", targets.len()),
+            ));
         }
         if r == 0 {
             return Err(Error::Empty("nll over zero samples".into()));
         }
         if let Some(&bad) = targets.host().iter().find(|&&t| t >= c) {
-            return Err(Error::IndexOutOfRange { what: "class target", index: bad, len: c });
+            return Err(Error::IndexOutOfRange {
+                what: "class target",
+                index: bad,
+                len: c,
+            });
         }
         let v = self.backend().nll(&self.value, targets.raw());
-        Ok(self.rec(Op::Nll { logp: self.id(), target: targets.raw().clone() }, v, &[self]))
+        Ok(self.rec(
+            Op::Nll {
+                logp: self.id(),
+                target: targets.raw().clone(),
+            },
+            v,
+            &[self],
+        ))
     }
 
     /// Cross-entropy of logits `self` over the rows in `mask`, against
     /// `targets` (one class per masked row): `log_softmax`, gather, NLL.
-    pub fn cross_entropy_masked(&self, mask: &super::Index<B>, targets: &super::Index<B>) -> Result<Var<B>> {
+    pub fn cross_entropy_masked(
+        &self,
+        mask: &super::Index<B>,
+        targets: &super::Index<B>,
+    ) -> Result<Var<B>> {
         self.log_softmax(Axis::Cols).gather_rows(mask)?.nll(targets)
     }
 
@@ -426,9 +558,20 @@ impl<B: Backend> Var<B> {
     pub fn bce_with_logits(&self, y: &B::Tensor) -> Result<Var<B>> {
         let ys = self.backend().shape(y);
         if ys != self.shape() {
-            return Err(Error::shape("bce_with_logits", shape_str(self.shape()), shape_str(ys)));
+            return Err(Error::shape(
+                "bce_with_logits",
+                shape_str(self.shape()),
+                shape_str(ys),
+            ));
         }
         let v = self.backend().bce_with_logits(&self.value, y);
-        Ok(self.rec(Op::Bce { z: self.id(), y: y.clone() }, v, &[self]))
+        Ok(self.rec(
+            Op::Bce {
+                z: self.id(),
+                y: y.clone(),
+            },
+            v,
+            &[self],
+        ))
     }
 }

@@ -191,7 +191,13 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     // ----- products --------------------------------------------------------
 
     /// `op(a) · op(b)` where `op` transposes when the flag is set.
-    fn matmul(&self, a: &Self::Tensor, b: &Self::Tensor, trans_a: bool, trans_b: bool) -> Self::Tensor;
+    fn matmul(
+        &self,
+        a: &Self::Tensor,
+        b: &Self::Tensor,
+        trans_a: bool,
+        trans_b: bool,
+    ) -> Self::Tensor;
     /// `S · x`, or `Sᵀ · x` when `transpose` is set.
     fn spmm(&self, s: &Self::Sparse, x: &Self::Tensor, transpose: bool) -> Self::Tensor;
     /// A sparse matrix with the same structure as `s` and values multiplied
@@ -211,7 +217,13 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// `f(x)` element-wise.
     fn unary(&self, op: UnaryOp, x: &Self::Tensor) -> Self::Tensor;
     /// `dy ∘ f'(x)`, given the input `x` and the output `y = f(x)`.
-    fn unary_grad(&self, op: UnaryOp, x: &Self::Tensor, y: &Self::Tensor, dy: &Self::Tensor) -> Self::Tensor;
+    fn unary_grad(
+        &self,
+        op: UnaryOp,
+        x: &Self::Tensor,
+        y: &Self::Tensor,
+        dy: &Self::Tensor,
+    ) -> Self::Tensor;
     /// Sum over an axis (kept as a 2-D tensor).
     fn sum_axis(&self, x: &Self::Tensor, axis: Axis) -> Self::Tensor;
     /// Sum of squares of all entries (read back to the host).
@@ -222,14 +234,24 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// Softmax (or log-softmax) along `axis` (`Cols`: each row sums to 1).
     fn softmax(&self, x: &Self::Tensor, axis: Axis, log: bool) -> Self::Tensor;
     /// Backward of [`Backend::softmax`] from its output `y`.
-    fn softmax_grad(&self, y: &Self::Tensor, dy: &Self::Tensor, axis: Axis, log: bool) -> Self::Tensor;
+    fn softmax_grad(
+        &self,
+        y: &Self::Tensor,
+        dy: &Self::Tensor,
+        axis: Axis,
+        log: bool,
+    ) -> Self::Tensor;
     /// Row-wise standardisation: returns `(x̂, rstd)` with `x̂ = (x - mean) * rstd`,
     /// `rstd = 1 / sqrt(var + eps)` (`rows x 1`), biased variance as in
     /// `torch.nn.LayerNorm`.
     fn layer_norm(&self, x: &Self::Tensor, eps: f64) -> (Self::Tensor, Self::Tensor);
     /// Backward of [`Backend::layer_norm`] with respect to `x`, given `x̂`, `rstd` and `dx̂`.
-    fn layer_norm_grad(&self, xhat: &Self::Tensor, rstd: &Self::Tensor, dxhat: &Self::Tensor)
-    -> Self::Tensor;
+    fn layer_norm_grad(
+        &self,
+        xhat: &Self::Tensor,
+        rstd: &Self::Tensor,
+        dxhat: &Self::Tensor,
+    ) -> Self::Tensor;
     /// A dropout mask: each entry is 0 with probability `p`, else `1 / (1 - p)`.
     /// Deterministic in `seed`.
     fn dropout_mask(&self, rows: usize, cols: usize, p: f64, seed: u64) -> Self::Tensor;
@@ -268,7 +290,12 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// Softmax over the rows of each segment, per column.
     fn segment_softmax(&self, x: &Self::Tensor, ptr: &Self::Index) -> Self::Tensor;
     /// Backward of [`Backend::segment_softmax`] from its output.
-    fn segment_softmax_grad(&self, y: &Self::Tensor, dy: &Self::Tensor, ptr: &Self::Index) -> Self::Tensor;
+    fn segment_softmax_grad(
+        &self,
+        y: &Self::Tensor,
+        dy: &Self::Tensor,
+        ptr: &Self::Index,
+    ) -> Self::Tensor;
     /// Broadcasts row `g` of `x` (`G x c`) to every row of segment `g` (`N x c`).
     fn segment_broadcast(&self, x: &Self::Tensor, ptr: &Self::Index, rows: usize) -> Self::Tensor;
 
@@ -277,11 +304,22 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// Mean negative log-likelihood `-(1/n) Σ_i logp[i, target[i]]` (`1 x 1`).
     fn nll(&self, logp: &Self::Tensor, target: &Self::Index) -> Self::Tensor;
     /// Backward of [`Backend::nll`]: `dy` is `1 x 1`.
-    fn nll_grad(&self, dy: &Self::Tensor, target: &Self::Index, rows: usize, cols: usize) -> Self::Tensor;
+    fn nll_grad(
+        &self,
+        dy: &Self::Tensor,
+        target: &Self::Index,
+        rows: usize,
+        cols: usize,
+    ) -> Self::Tensor;
     /// Mean binary cross-entropy with logits over all entries (`1 x 1`), numerically stable.
     fn bce_with_logits(&self, z: &Self::Tensor, y: &Self::Tensor) -> Self::Tensor;
     /// Backward of [`Backend::bce_with_logits`] with respect to `z`.
-    fn bce_with_logits_grad(&self, z: &Self::Tensor, y: &Self::Tensor, dy: &Self::Tensor) -> Self::Tensor;
+    fn bce_with_logits_grad(
+        &self,
+        z: &Self::Tensor,
+        y: &Self::Tensor,
+        dy: &Self::Tensor,
+    ) -> Self::Tensor;
 
     // ----- optimisers ------------------------------------------------------------
 

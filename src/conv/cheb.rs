@@ -55,13 +55,23 @@ impl ChebConvConfig {
     }
 
     /// Builds the layer (Glorot weights, zero bias).
-    pub fn build<B: Backend, R: Rng + ?Sized>(self, backend: &B, rng: &mut R) -> Result<ChebConv<B>> {
+    pub fn build<B: Backend, R: Rng + ?Sized>(
+        self,
+        backend: &B,
+        rng: &mut R,
+    ) -> Result<ChebConv<B>> {
         self.validate()?;
         let lins = (0..self.k)
             .map(|_| Linear::glorot(backend, self.in_channels, self.out_channels, false, rng))
             .collect::<Result<Vec<_>>>()?;
-        let bias = self.bias.then(|| init::constant(backend, 1, self.out_channels, 0.0));
-        Ok(ChebConv { config: self, lins, bias })
+        let bias = self
+            .bias
+            .then(|| init::constant(backend, 1, self.out_channels, 0.0));
+        Ok(ChebConv {
+            config: self,
+            lins,
+            bias,
+        })
     }
 }
 
@@ -90,7 +100,13 @@ pub struct ChebConv<B: Backend> {
 
 impl<B: Backend> ChebConv<B> {
     /// A layer with `K` terms, `sym` normalisation and λ_max = 2.
-    pub fn new<R: Rng + ?Sized>(backend: &B, d_in: usize, d_out: usize, k: usize, rng: &mut R) -> Result<Self> {
+    pub fn new<R: Rng + ?Sized>(
+        backend: &B,
+        d_in: usize,
+        d_out: usize,
+        k: usize,
+        rng: &mut R,
+    ) -> Result<Self> {
         ChebConvConfig::new(d_in, d_out, k).build(backend, rng)
     }
 
@@ -114,7 +130,9 @@ impl<B: Backend> ChebConv<B> {
         lambda_max: &[f64],
     ) -> Result<Var<B>> {
         if let Some(&bad) = lambda_max.iter().find(|l| !(l.is_finite() && **l > 0.0)) {
-            return Err(Error::InvalidConfig(format!("lambda_max must be finite and positive, got {bad}")));
+            return Err(Error::InvalidConfig(format!(
+                "lambda_max must be finite and positive, got {bad}"
+            )));
         }
         let lap = graph.scaled_laplacian_with(self.config.normalization, lambda_max)?;
         self.propagate(tape, graph, x, &lap)
@@ -136,7 +154,9 @@ impl<B: Backend> ChebConv<B> {
         } else {
             let w_refs: Vec<&Var<B>> = ws.iter().collect();
             let y = x.matmul(&Var::concat(&w_refs, Axis::Cols)?)?;
-            let ys: Vec<Var<B>> = (0..k).map(|i| y.slice(Axis::Cols, i * h, (i + 1) * h)).collect::<Result<_>>()?;
+            let ys: Vec<Var<B>> = (0..k)
+                .map(|i| y.slice(Axis::Cols, i * h, (i + 1) * h))
+                .collect::<Result<_>>()?;
             // Clenshaw: b_{K-1} = Y_{K-1}; b_k = Y_k + 2 L̃ b_{k+1} - b_{k+2}.
             let mut b1 = ys[k - 1].clone(); // b_{k+1}
             let mut b2: Option<Var<B>> = None; // b_{k+2}
@@ -182,7 +202,12 @@ impl<B: Backend> GraphConv<B> for ChebConv<B> {
 }
 
 impl<B: Backend> ChebConv<B> {
-    fn propagate_linear(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, x: &Features<B>) -> Result<Var<B>> {
+    fn propagate_linear(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        x: &Features<B>,
+    ) -> Result<Var<B>> {
         check_input("ChebConv", graph, x, self.config.in_channels)?;
         let out = x.matmul(&tape.param(&self.lins[0].weight))?;
         match &self.bias {

@@ -91,7 +91,9 @@ impl<B: Backend> DeviceGraph<B> {
 
     /// Segment offsets (`[0, N]` for a single graph).
     pub fn ptr(&self) -> Vec<usize> {
-        self.ptr.clone().unwrap_or_else(|| vec![0, self.num_nodes()])
+        self.ptr
+            .clone()
+            .unwrap_or_else(|| vec![0, self.num_nodes()])
     }
 
     /// A cached operator: built once by `build` from the host graph,
@@ -107,7 +109,11 @@ impl<B: Backend> DeviceGraph<B> {
         let host = build(&self.graph)?;
         let n = self.num_nodes();
         if host.shape() != (n, n) {
-            return Err(Error::shape("operator", format!("({n}, {n})"), format!("{:?}", host.shape())));
+            return Err(Error::shape(
+                "operator",
+                format!("({n}, {n})"),
+                format!("{:?}", host.shape()),
+            ));
         }
         let m = SparseMatrix::from_csmat(&self.backend, &host)?;
         self.cache.borrow_mut().insert(key.to_string(), m.clone());
@@ -135,25 +141,41 @@ impl<B: Backend> DeviceGraph<B> {
 
     /// The scaled Laplacian `2L/λ_max - I` (per-graph λ_max for batches),
     /// exactly the operator PyG's `ChebConv` propagates.
-    pub fn scaled_laplacian(&self, norm: Normalization, lambda: &LambdaMax) -> Result<SparseMatrix<B>> {
+    pub fn scaled_laplacian(
+        &self,
+        norm: Normalization,
+        lambda: &LambdaMax,
+    ) -> Result<SparseMatrix<B>> {
         let lm = self.lambda_max(norm, lambda)?;
         self.scaled_laplacian_with(norm, &lm)
     }
 
     /// The scaled Laplacian with explicit λ_max values (one, or one per graph).
-    pub fn scaled_laplacian_with(&self, norm: Normalization, lambda_max: &[f64]) -> Result<SparseMatrix<B>> {
+    pub fn scaled_laplacian_with(
+        &self,
+        norm: Normalization,
+        lambda_max: &[f64],
+    ) -> Result<SparseMatrix<B>> {
         let key = format!("cheb/{norm:?}/{lambda_max:?}");
         if let Some(m) = self.cache.borrow().get(&key) {
             return Ok(m.clone());
         }
         let g = self.num_graphs();
         if lambda_max.len() != g && lambda_max.len() != 1 {
-            return Err(Error::shape("lambda_max", format!("1 or {g} values"), format!("{}", lambda_max.len())));
+            return Err(Error::shape(
+                "lambda_max",
+                format!("1 or {g} values"),
+                format!("{}", lambda_max.len()),
+            ));
         }
         let host = match &self.batch {
             None => self.graph.scaled_laplacian(norm, lambda_max[0])?,
             Some(b) => {
-                let per: Vec<f64> = if lambda_max.len() == 1 { vec![lambda_max[0]; g] } else { lambda_max.to_vec() };
+                let per: Vec<f64> = if lambda_max.len() == 1 {
+                    vec![lambda_max[0]; g]
+                } else {
+                    lambda_max.to_vec()
+                };
                 b.scaled_laplacian(norm, &per)?
             }
         };

@@ -39,7 +39,12 @@ pub struct GcnConv<B: Backend> {
 
 impl<B: Backend> GcnConv<B> {
     /// A layer with Glorot weights and a zero bias.
-    pub fn new<R: Rng + ?Sized>(backend: &B, d_in: usize, d_out: usize, rng: &mut R) -> Result<Self> {
+    pub fn new<R: Rng + ?Sized>(
+        backend: &B,
+        d_in: usize,
+        d_out: usize,
+        rng: &mut R,
+    ) -> Result<Self> {
         Self::with_bias(backend, d_in, d_out, true, rng)
     }
 

@@ -38,7 +38,11 @@ pub(crate) fn check_input<B: Backend>(
 ) -> Result<()> {
     let (r, c) = x.shape();
     if r != graph.num_nodes() || c != d_in {
-        return Err(crate::Error::shape(name, format!("({}, {d_in})", graph.num_nodes()), format!("({r}, {c})")));
+        return Err(crate::Error::shape(
+            name,
+            format!("({}, {d_in})", graph.num_nodes()),
+            format!("({r}, {c})"),
+        ));
     }
     Ok(())
 }

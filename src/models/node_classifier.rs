@@ -23,16 +23,29 @@ pub struct NodeClassifier<B: Backend> {
 
 impl<B: Backend> std::fmt::Debug for NodeClassifier<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let widths: Vec<(usize, usize)> = self.convs.iter().map(|c| (c.in_channels(), c.out_channels())).collect();
-        f.debug_struct("NodeClassifier").field("convs", &widths).field("dropout", &self.dropout).finish()
+        let widths: Vec<(usize, usize)> = self
+            .convs
+            .iter()
+            .map(|c| (c.in_channels(), c.out_channels()))
+            .collect();
+        f.debug_struct("NodeClassifier")
+            .field("convs", &widths)
+            .field("dropout", &self.dropout)
+            .finish()
     }
 }
 
 impl<B: Backend> NodeClassifier<B> {
     /// A classifier from given convolutions (widths must chain).
-    pub fn new(convs: Vec<Box<dyn GraphConv<B>>>, dropout: f64, activation: Activation) -> Result<Self> {
+    pub fn new(
+        convs: Vec<Box<dyn GraphConv<B>>>,
+        dropout: f64,
+        activation: Activation,
+    ) -> Result<Self> {
         if convs.is_empty() {
-            return Err(Error::InvalidConfig("a node classifier needs at least one convolution".into()));
+            return Err(Error::InvalidConfig(
+                "a node classifier needs at least one convolution".into(),
+            ));
         }
         for (i, w) in convs.windows(2).enumerate() {
             if w[0].out_channels() != w[1].in_channels() {
@@ -45,7 +58,11 @@ impl<B: Backend> NodeClassifier<B> {
                 )));
             }
         }
-        Ok(NodeClassifier { convs, dropout: Dropout::new(dropout)?, activation })
+        Ok(NodeClassifier {
+            convs,
+            dropout: Dropout::new(dropout)?,
+            activation,
+        })
     }
 
     /// Two-layer GCN `in -> hidden -> classes` (Kipf & Welling).
@@ -78,7 +95,12 @@ impl<B: Backend> NodeClassifier<B> {
     }
 
     /// Class logits for every node.
-    pub fn forward(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, x: &Features<B>) -> Result<Var<B>> {
+    pub fn forward(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        x: &Features<B>,
+    ) -> Result<Var<B>> {
         let mut h = self.dropout.forward_features(tape, x)?;
         let last = self.convs.len() - 1;
         for (i, conv) in self.convs.iter().enumerate() {

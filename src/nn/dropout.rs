@@ -17,7 +17,9 @@ impl Dropout {
     /// A dropout layer (`0 <= p < 1`), in training mode.
     pub fn new(p: f64) -> Result<Self> {
         if !(0.0..1.0).contains(&p) {
-            return Err(Error::InvalidConfig(format!("dropout probability must be in [0, 1), got {p}")));
+            return Err(Error::InvalidConfig(format!(
+                "dropout probability must be in [0, 1), got {p}"
+            )));
         }
         Ok(Dropout { p, training: true })
     }
@@ -34,12 +36,24 @@ impl Dropout {
 
     /// Applies dropout to a dense value.
     pub fn forward<B: Backend>(&self, x: &Var<B>) -> Result<Var<B>> {
-        if self.training { x.dropout(self.p) } else { Ok(x.clone()) }
+        if self.training {
+            x.dropout(self.p)
+        } else {
+            Ok(x.clone())
+        }
     }
 
     /// Applies dropout to dense or sparse features.
-    pub fn forward_features<B: Backend>(&self, tape: &Tape<B>, x: &Features<B>) -> Result<Features<B>> {
-        if self.training { x.dropout(tape, self.p) } else { Ok(x.clone()) }
+    pub fn forward_features<B: Backend>(
+        &self,
+        tape: &Tape<B>,
+        x: &Features<B>,
+    ) -> Result<Features<B>> {
+        if self.training {
+            x.dropout(tape, self.p)
+        } else {
+            Ok(x.clone())
+        }
     }
 
     /// Sets training mode.

@@ -20,9 +20,13 @@ impl<B: Backend> Embedding<B> {
     /// A randomly initialised table.
     pub fn new<R: Rng + ?Sized>(backend: &B, num: usize, dim: usize, rng: &mut R) -> Result<Self> {
         if num == 0 || dim == 0 {
-            return Err(Error::InvalidConfig(format!("embedding size must be positive, got {num} x {dim}")));
+            return Err(Error::InvalidConfig(format!(
+                "embedding size must be positive, got {num} x {dim}"
+            )));
         }
-        Ok(Embedding { weight: init::normal(backend, num, dim, 1.0, rng) })
+        Ok(Embedding {
+            weight: init::normal(backend, num, dim, 1.0, rng),
+        })
     }
 
     /// A table initialised from given vectors (e.g. GloVe).
@@ -31,9 +35,14 @@ impl<B: Backend> Embedding<B> {
             return Err(Error::Empty("embedding table".into()));
         }
         if let Some(v) = table.iter().find(|v| !num_traits::Float::is_finite(**v)) {
-            return Err(Error::NonFinite { what: "embedding table".into(), value: v.to_f64_exact() });
+            return Err(Error::NonFinite {
+                what: "embedding table".into(),
+                value: v.to_f64_exact(),
+            });
         }
-        Ok(Embedding { weight: Param::from_array(backend, table) })
+        Ok(Embedding {
+            weight: Param::from_array(backend, table),
+        })
     }
 
     /// Vectors of the tokens in `idx` (`len x dim`).

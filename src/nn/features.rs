@@ -52,7 +52,11 @@ impl<B: Backend> Features<B> {
                 let (_, c) = s.shape();
                 let (wr, wc) = w.shape();
                 if c != wr {
-                    return Err(Error::shape("features · weight", format!("weight with {c} rows"), format!("({wr}, {wc})")));
+                    return Err(Error::shape(
+                        "features · weight",
+                        format!("weight with {c} rows"),
+                        format!("({wr}, {wc})"),
+                    ));
                 }
                 s.matmul(w)
             }
@@ -71,7 +75,9 @@ impl<B: Backend> Features<B> {
     pub fn dense(&self) -> Result<&Var<B>> {
         match self {
             Features::Dense(v) => Ok(v),
-            Features::Sparse(_) => Err(Error::InvalidConfig("this layer needs dense input features".into())),
+            Features::Sparse(_) => Err(Error::InvalidConfig(
+                "this layer needs dense input features".into(),
+            )),
         }
     }
 }

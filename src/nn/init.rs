@@ -8,7 +8,13 @@ use crate::autograd::Param;
 use crate::backend::Backend;
 use crate::float::Float;
 
-fn uniform<B: Backend, R: Rng + ?Sized>(backend: &B, rows: usize, cols: usize, bound: f64, rng: &mut R) -> Param<B> {
+fn uniform<B: Backend, R: Rng + ?Sized>(
+    backend: &B,
+    rows: usize,
+    cols: usize,
+    bound: f64,
+    rng: &mut R,
+) -> Param<B> {
     let a = if bound > 0.0 {
         let d = Uniform::new_inclusive(-bound, bound).expect("finite bound");
         Array2::from_shape_fn((rows, cols), |_| B::Elem::from_f64_lossy(d.sample(rng)))
@@ -20,7 +26,12 @@ fn uniform<B: Backend, R: Rng + ?Sized>(backend: &B, rows: usize, cols: usize, b
 
 /// Glorot (Xavier) uniform: `U(-a, a)`, `a = sqrt(6 / (fan_in + fan_out))`
 /// (PyG's `glorot`, used by `GCNConv` and `ChebConv`). Shape `fan_in x fan_out`.
-pub fn glorot<B: Backend, R: Rng + ?Sized>(backend: &B, fan_in: usize, fan_out: usize, rng: &mut R) -> Param<B> {
+pub fn glorot<B: Backend, R: Rng + ?Sized>(
+    backend: &B,
+    fan_in: usize,
+    fan_out: usize,
+    rng: &mut R,
+) -> Param<B> {
     let a = (6.0 / (fan_in + fan_out).max(1) as f64).sqrt();
     uniform(backend, fan_in, fan_out, a, rng)
 }
@@ -40,11 +51,20 @@ pub fn linear_default<B: Backend, R: Rng + ?Sized>(
 
 /// A `rows x cols` parameter filled with `value`.
 pub fn constant<B: Backend>(backend: &B, rows: usize, cols: usize, value: f64) -> Param<B> {
-    Param::new(backend, backend.full(rows, cols, B::Elem::from_f64_lossy(value)))
+    Param::new(
+        backend,
+        backend.full(rows, cols, B::Elem::from_f64_lossy(value)),
+    )
 }
 
 /// Standard normal entries (embeddings, as `torch.nn.Embedding`).
-pub fn normal<B: Backend, R: Rng + ?Sized>(backend: &B, rows: usize, cols: usize, std: f64, rng: &mut R) -> Param<B> {
+pub fn normal<B: Backend, R: Rng + ?Sized>(
+    backend: &B,
+    rows: usize,
+    cols: usize,
+    std: f64,
+    rng: &mut R,
+) -> Param<B> {
     let d = rand_distr::Normal::new(0.0, std).expect("finite std");
     let a = Array2::from_shape_fn((rows, cols), |_| B::Elem::from_f64_lossy(d.sample(rng)));
     Param::from_array(backend, &a)

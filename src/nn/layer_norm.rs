@@ -21,12 +21,20 @@ impl<B: Backend> LayerNorm<B> {
     /// A layer norm over rows of width `h`.
     pub fn new(backend: &B, h: usize, eps: f64) -> Result<Self> {
         if h == 0 {
-            return Err(Error::InvalidConfig("LayerNorm width must be positive".into()));
+            return Err(Error::InvalidConfig(
+                "LayerNorm width must be positive".into(),
+            ));
         }
         if !(eps.is_finite() && eps >= 0.0) {
-            return Err(Error::InvalidConfig(format!("LayerNorm eps must be finite and >= 0, got {eps}")));
+            return Err(Error::InvalidConfig(format!(
+                "LayerNorm eps must be finite and >= 0, got {eps}"
+            )));
         }
-        Ok(LayerNorm { weight: init::constant(backend, 1, h, 1.0), bias: init::constant(backend, 1, h, 0.0), eps })
+        Ok(LayerNorm {
+            weight: init::constant(backend, 1, h, 1.0),
+            bias: init::constant(backend, 1, h, 0.0),
+            eps,
+        })
     }
 
     /// Normalises the rows of `x`.
@@ -34,10 +42,16 @@ impl<B: Backend> LayerNorm<B> {
         let (_, c) = x.shape();
         let (_, h) = self.weight.shape();
         if c != h {
-            return Err(Error::shape("LayerNorm", format!("{h} columns"), format!("{c} columns")));
+            return Err(Error::shape(
+                "LayerNorm",
+                format!("{h} columns"),
+                format!("{c} columns"),
+            ));
         }
         let t = x.tape();
-        x.layer_norm(self.eps).mul(&t.param(&self.weight))?.add(&t.param(&self.bias))
+        x.layer_norm(self.eps)
+            .mul(&t.param(&self.weight))?
+            .add(&t.param(&self.bias))
     }
 }
 

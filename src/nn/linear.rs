@@ -20,7 +20,13 @@ pub struct Linear<B: Backend> {
 
 impl<B: Backend> Linear<B> {
     /// `torch.nn.Linear` initialisation.
-    pub fn new<R: Rng + ?Sized>(backend: &B, d_in: usize, d_out: usize, bias: bool, rng: &mut R) -> Result<Self> {
+    pub fn new<R: Rng + ?Sized>(
+        backend: &B,
+        d_in: usize,
+        d_out: usize,
+        bias: bool,
+        rng: &mut R,
+    ) -> Result<Self> {
         check_dims(d_in, d_out)?;
         let weight = init::linear_default(backend, d_in, d_in, d_out, rng);
         let bias = bias.then(|| init::linear_default(backend, d_in, 1, d_out, rng));
@@ -28,7 +34,13 @@ impl<B: Backend> Linear<B> {
     }
 
     /// Glorot weight, zero bias (PyG's `Linear(weight_initializer="glorot")`).
-    pub fn glorot<R: Rng + ?Sized>(backend: &B, d_in: usize, d_out: usize, bias: bool, rng: &mut R) -> Result<Self> {
+    pub fn glorot<R: Rng + ?Sized>(
+        backend: &B,
+        d_in: usize,
+        d_out: usize,
+        bias: bool,
+        rng: &mut R,
+    ) -> Result<Self> {
         check_dims(d_in, d_out)?;
         let weight = init::glorot(backend, d_in, d_out, rng);
         let bias = bias.then(|| init::constant(backend, 1, d_out, 0.0));
@@ -49,7 +61,11 @@ impl<B: Backend> Linear<B> {
     pub fn forward(&self, x: &Features<B>) -> Result<Var<B>> {
         let tape = match x {
             Features::Dense(v) => v.tape().clone(),
-            Features::Sparse(_) => return Err(Error::InvalidConfig("use Linear::forward_on with sparse input".into())),
+            Features::Sparse(_) => {
+                return Err(Error::InvalidConfig(
+                    "use Linear::forward_on with sparse input".into(),
+                ));
+            }
         };
         self.forward_on(&tape, x)
     }
@@ -66,7 +82,9 @@ impl<B: Backend> Linear<B> {
 
 pub(crate) fn check_dims(d_in: usize, d_out: usize) -> Result<()> {
     if d_in == 0 || d_out == 0 {
-        return Err(Error::InvalidConfig(format!("layer widths must be positive, got {d_in} -> {d_out}")));
+        return Err(Error::InvalidConfig(format!(
+            "layer widths must be positive, got {d_in} -> {d_out}"
+        )));
     }
     Ok(())
 }

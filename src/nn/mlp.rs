@@ -30,10 +30,19 @@ impl<B: Backend> Mlp<B> {
         rng: &mut R,
     ) -> Result<Self> {
         if channels.len() < 2 {
-            return Err(Error::InvalidConfig("an MLP needs at least input and output widths".into()));
+            return Err(Error::InvalidConfig(
+                "an MLP needs at least input and output widths".into(),
+            ));
         }
-        let lins = channels.windows(2).map(|w| Linear::new(backend, w[0], w[1], true, rng)).collect::<Result<_>>()?;
-        Ok(Mlp { lins, activation, dropout: Dropout::new(dropout)? })
+        let lins = channels
+            .windows(2)
+            .map(|w| Linear::new(backend, w[0], w[1], true, rng))
+            .collect::<Result<_>>()?;
+        Ok(Mlp {
+            lins,
+            activation,
+            dropout: Dropout::new(dropout)?,
+        })
     }
 
     /// Applies the MLP.

@@ -13,7 +13,10 @@ pub struct ParamVisitor<'a, B: Backend> {
 impl<'a, B: Backend> ParamVisitor<'a, B> {
     /// A visitor calling `f(name, param)` for every parameter.
     pub fn new(f: &'a mut dyn FnMut(&str, &Param<B>)) -> Self {
-        ParamVisitor { prefix: Vec::new(), f }
+        ParamVisitor {
+            prefix: Vec::new(),
+            f,
+        }
     }
 
     /// Reports a parameter under `name` (relative to the current prefix).

@@ -90,7 +90,13 @@ pub fn update_slices<F: Float>(
     let pow = |b: f64| b.powf(step as f64);
 
     match *rule {
-        UpdateRule::Sgd { lr, momentum, dampening, nesterov, weight_decay } => {
+        UpdateRule::Sgd {
+            lr,
+            momentum,
+            dampening,
+            nesterov,
+            weight_decay,
+        } => {
             let (lr, mu, wd, damp) = (c(lr), c(momentum), c(weight_decay), c(1.0 - dampening));
             if momentum == 0.0 {
                 for (p, &g) in param.iter_mut().zip(grad) {
@@ -115,16 +121,34 @@ pub fn update_slices<F: Float>(
                 *p += d * -lr;
             }
         }
-        UpdateRule::Adam { lr, beta1, beta2, eps, weight_decay, decoupled } => {
+        UpdateRule::Adam {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+        } => {
             let bias_c1 = 1.0 - pow(beta1);
             let bias_c2 = 1.0 - pow(beta2);
             let step_size = c(lr / bias_c1);
             let bias_c2_sqrt = c(bias_c2.sqrt());
             let decay = c(1.0 - lr * weight_decay);
-            let (wd, w1, b2, w2, eps) = (c(weight_decay), c(1.0 - beta1), c(beta2), c(1.0 - beta2), c(eps));
+            let (wd, w1, b2, w2, eps) = (
+                c(weight_decay),
+                c(1.0 - beta1),
+                c(beta2),
+                c(1.0 - beta2),
+                c(eps),
+            );
             let (m, rest) = slots.split_at_mut(1);
             let (m, v) = (&mut *m[0], &mut *rest[0]);
-            for (((p, &g), m), v) in param.iter_mut().zip(grad).zip(m.iter_mut()).zip(v.iter_mut()) {
+            for (((p, &g), m), v) in param
+                .iter_mut()
+                .zip(grad)
+                .zip(m.iter_mut())
+                .zip(v.iter_mut())
+            {
                 let mut g = g;
                 if weight_decay != 0.0 {
                     if decoupled {
@@ -143,38 +167,66 @@ pub fn update_slices<F: Float>(
                 *p += -step_size * *m / denom;
             }
         }
-        UpdateRule::AdaBelief { lr, beta1, beta2, eps, weight_decay, decoupled, rectify } => {
+        UpdateRule::AdaBelief {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            rectify,
+        } => {
             let bias_c1 = 1.0 - pow(beta1);
             let bias_c2 = 1.0 - pow(beta2);
             let decay = c(1.0 - lr * weight_decay);
-            let (wd, b1, w1, b2, w2, eps_f) =
-                (c(weight_decay), c(beta1), c(1.0 - beta1), c(beta2), c(1.0 - beta2), c(eps));
+            let (wd, b1, w1, b2, w2, eps_f) = (
+                c(weight_decay),
+                c(beta1),
+                c(1.0 - beta1),
+                c(beta2),
+                c(1.0 - beta2),
+                c(eps),
+            );
             // How the moments turn into an update (see the docs above).
             enum Mode {
                 Adaptive { scale: f64, denom_div: f64 },
                 Sgd { scale: f64 },
             }
             let mode = if !rectify {
-                Mode::Adaptive { scale: lr / bias_c1, denom_div: bias_c2.sqrt() }
+                Mode::Adaptive {
+                    scale: lr / bias_c1,
+                    denom_div: bias_c2.sqrt(),
+                }
             } else {
                 let beta2_t = pow(beta2);
                 let n_sma_max = 2.0 / (1.0 - beta2) - 1.0;
                 let n_sma = n_sma_max - 2.0 * step as f64 * beta2_t / (1.0 - beta2_t);
                 if n_sma >= 5.0 {
-                    let r = ((1.0 - beta2_t) * (n_sma - 4.0) / (n_sma_max - 4.0) * (n_sma - 2.0) / n_sma
+                    let r = ((1.0 - beta2_t) * (n_sma - 4.0) / (n_sma_max - 4.0) * (n_sma - 2.0)
+                        / n_sma
                         * n_sma_max
                         / (n_sma_max - 2.0))
                         .sqrt()
                         / (1.0 - pow(beta1));
-                    Mode::Adaptive { scale: r * lr, denom_div: 1.0 }
+                    Mode::Adaptive {
+                        scale: r * lr,
+                        denom_div: 1.0,
+                    }
                 } else {
                     // degenerated_to_sgd=True
-                    Mode::Sgd { scale: 1.0 / (1.0 - pow(beta1)) * lr }
+                    Mode::Sgd {
+                        scale: 1.0 / (1.0 - pow(beta1)) * lr,
+                    }
                 }
             };
             let (m, rest) = slots.split_at_mut(1);
             let (m, s) = (&mut *m[0], &mut *rest[0]);
-            for (((p, &g), m), s) in param.iter_mut().zip(grad).zip(m.iter_mut()).zip(s.iter_mut()) {
+            for (((p, &g), m), s) in param
+                .iter_mut()
+                .zip(grad)
+                .zip(m.iter_mut())
+                .zip(s.iter_mut())
+            {
                 let mut g = g;
                 if decoupled {
                     // adabelief-pytorch decays whenever weight_decouple is set.

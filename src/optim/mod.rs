@@ -86,15 +86,27 @@ fn invalid(owner: &str, field: &str, rule: &str, v: impl std::fmt::Display) -> E
 }
 
 fn check_nonneg(owner: &str, field: &str, v: f64) -> Result<()> {
-    if v.is_finite() && v >= 0.0 { Ok(()) } else { Err(invalid(owner, field, "finite and >= 0", v)) }
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(invalid(owner, field, "finite and >= 0", v))
+    }
 }
 
 fn check_beta(owner: &str, field: &str, v: f64) -> Result<()> {
-    if (0.0..1.0).contains(&v) { Ok(()) } else { Err(invalid(owner, field, "in [0, 1)", v)) }
+    if (0.0..1.0).contains(&v) {
+        Ok(())
+    } else {
+        Err(invalid(owner, field, "in [0, 1)", v))
+    }
 }
 
 fn check_eps(owner: &str, field: &str, v: f64) -> Result<()> {
-    if v.is_finite() && v > 0.0 { Ok(()) } else { Err(invalid(owner, field, "finite and > 0", v)) }
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(invalid(owner, field, "finite and > 0", v))
+    }
 }
 
 // ----- shared state and step --------------------------------------------------
@@ -145,7 +157,9 @@ fn apply_rule<B: Backend>(
         let backend = p.backend();
         let entry = state.entry(p.id()).or_insert_with(|| (0, Vec::new()));
         while entry.1.len() < need {
-            entry.1.push(backend.full(rows, cols, <B::Elem as num_traits::Zero>::zero()));
+            entry
+                .1
+                .push(backend.full(rows, cols, <B::Elem as num_traits::Zero>::zero()));
         }
         entry.0 += 1;
         let mut value = p.value_mut();
@@ -188,7 +202,10 @@ macro_rules! optimizer_common {
             /// [`Error::InvalidConfig`] naming the first invalid field.
             pub fn new(config: $config) -> Result<Self> {
                 config.validate()?;
-                Ok($opt { config, state: HashMap::new() })
+                Ok($opt {
+                    config,
+                    state: HashMap::new(),
+                })
             }
 
             /// The configuration (with the current learning rate).
@@ -246,7 +263,13 @@ pub struct SgdConfig {
 
 impl Default for SgdConfig {
     fn default() -> Self {
-        SgdConfig { lr: 1e-3, momentum: 0.0, dampening: 0.0, nesterov: false, weight_decay: 0.0 }
+        SgdConfig {
+            lr: 1e-3,
+            momentum: 0.0,
+            dampening: 0.0,
+            nesterov: false,
+            weight_decay: 0.0,
+        }
     }
 }
 
@@ -341,7 +364,13 @@ pub struct AdamConfig {
 
 impl Default for AdamConfig {
     fn default() -> Self {
-        AdamConfig { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 }
+        AdamConfig {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        }
     }
 }
 
@@ -364,7 +393,13 @@ pub struct AdamWConfig {
 
 impl Default for AdamWConfig {
     fn default() -> Self {
-        AdamWConfig { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 1e-2 }
+        AdamWConfig {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 1e-2,
+        }
     }
 }
 

@@ -15,7 +15,9 @@ fn check_lr(owner: &str, field: &str, v: f64) -> Result<()> {
     if v.is_finite() && v >= 0.0 {
         Ok(())
     } else {
-        Err(Error::InvalidConfig(format!("{owner}: {field} must be finite and >= 0, got {v}")))
+        Err(Error::InvalidConfig(format!(
+            "{owner}: {field} must be finite and >= 0, got {v}"
+        )))
     }
 }
 
@@ -70,9 +72,15 @@ impl StepLr {
         check_lr("StepLr", "base_lr", base_lr)?;
         check_lr("StepLr", "gamma", gamma)?;
         if step_size == 0 {
-            return Err(Error::InvalidConfig("StepLr: step_size must be >= 1, got 0".into()));
+            return Err(Error::InvalidConfig(
+                "StepLr: step_size must be >= 1, got 0".into(),
+            ));
         }
-        Ok(StepLr { base_lr, step_size, gamma })
+        Ok(StepLr {
+            base_lr,
+            step_size,
+            gamma,
+        })
     }
 
     /// Initial learning rate.
@@ -125,9 +133,15 @@ impl CosineAnnealing {
         check_lr("CosineAnnealing", "base_lr", base_lr)?;
         check_lr("CosineAnnealing", "eta_min", eta_min)?;
         if t_max == 0 {
-            return Err(Error::InvalidConfig("CosineAnnealing: t_max must be >= 1, got 0".into()));
+            return Err(Error::InvalidConfig(
+                "CosineAnnealing: t_max must be >= 1, got 0".into(),
+            ));
         }
-        Ok(CosineAnnealing { base_lr, t_max, eta_min })
+        Ok(CosineAnnealing {
+            base_lr,
+            t_max,
+            eta_min,
+        })
     }
 
     /// Learning rate at epoch 0.

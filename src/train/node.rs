@@ -131,7 +131,9 @@ pub fn train_node_classifier<B: Backend>(
     let backend = task.graph.backend().clone();
     let train = &task.split.train;
     if train.is_empty() || task.split.val.is_empty() {
-        return Err(Error::Empty("training and validation sets must be non-empty".into()));
+        return Err(Error::Empty(
+            "training and validation sets must be non-empty".into(),
+        ));
     }
     let train_idx = Index::new(&backend, train)?;
     let train_y = Index::new(&backend, &labels_of(&task.labels, train, "training")?)?;
@@ -154,7 +156,10 @@ pub fn train_node_classifier<B: Backend>(
     let pb = super::progress_bar(cfg.epochs as u64, cfg.quiet);
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
-        let tape = Tape::with_seed(&backend, cfg.seed.wrapping_mul(1_000_003).wrapping_add(epoch as u64));
+        let tape = Tape::with_seed(
+            &backend,
+            cfg.seed.wrapping_mul(1_000_003).wrapping_add(epoch as u64),
+        );
         let logits = model.forward(&tape, &task.graph, &task.features)?;
         let loss = logits.cross_entropy_masked(&train_idx, &train_y)?;
         let grads = loss.backward()?;
@@ -165,7 +170,9 @@ pub fn train_node_classifier<B: Backend>(
         step_ms.push(t0.elapsed().as_secs_f64() * 1e3);
         final_loss = loss.scalar()?;
         if !final_loss.is_finite() {
-            return Err(Error::Numerical(format!("training loss became {final_loss} at epoch {epoch}")));
+            return Err(Error::Numerical(format!(
+                "training loss became {final_loss} at epoch {epoch}"
+            )));
         }
         drop(tape);
         epochs_run = epoch + 1;
@@ -176,7 +183,12 @@ pub fn train_node_classifier<B: Backend>(
             Some((a, l, _, _)) => val_acc > *a || (val_acc == *a && val_loss < *l),
         };
         if better {
-            best = Some((val_acc, val_loss, epoch, params.iter().map(|p| p.to_array()).collect()));
+            best = Some((
+                val_acc,
+                val_loss,
+                epoch,
+                params.iter().map(|p| p.to_array()).collect(),
+            ));
             since_best = 0;
         } else {
             since_best += 1;
@@ -194,5 +206,13 @@ pub fn train_node_classifier<B: Backend>(
     }
     let (test_acc, _) = evaluate_nodes(model, task, &task.split.test)?;
     let (train_acc, _) = evaluate_nodes(model, task, train)?;
-    Ok(NodeTrainReport { best_epoch, val_acc, test_acc, train_acc, epochs_run, step_ms, final_loss })
+    Ok(NodeTrainReport {
+        best_epoch,
+        val_acc,
+        test_acc,
+        train_acc,
+        epochs_run,
+        step_ms,
+        final_loss,
+    })
 }

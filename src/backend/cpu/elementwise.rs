@@ -68,7 +68,12 @@ pub(crate) fn unary<F: Float>(op: UnaryOp, x: &Array2<F>) -> Array2<F> {
     })
 }
 
-pub(crate) fn unary_grad<F: Float>(op: UnaryOp, x: &Array2<F>, y: &Array2<F>, dy: &Array2<F>) -> Array2<F> {
+pub(crate) fn unary_grad<F: Float>(
+    op: UnaryOp,
+    x: &Array2<F>,
+    y: &Array2<F>,
+    dy: &Array2<F>,
+) -> Array2<F> {
     let half = c::<F>(0.5);
     let inv_sqrt2 = c::<F>(std::f64::consts::FRAC_1_SQRT_2);
     let inv_sqrt2pi = c::<F>(1.0 / (2.0 * std::f64::consts::PI).sqrt());

@@ -40,7 +40,11 @@ impl<F: Float> Cpu<F> {
 }
 
 pub(crate) fn std_layout<F: Float>(a: Array2<F>) -> Array2<F> {
-    if a.is_standard_layout() { a } else { a.as_standard_layout().into_owned() }
+    if a.is_standard_layout() {
+        a
+    } else {
+        a.as_standard_layout().into_owned()
+    }
 }
 
 fn nd_axis(axis: Axis) -> NdAxis {
@@ -57,7 +61,11 @@ impl<F: Float> Backend for Cpu<F> {
     type Index = Arc<Vec<u32>>;
 
     fn name(&self) -> String {
-        format!("cpu ({}, {} threads)", F::NAME, rayon::current_num_threads())
+        format!(
+            "cpu ({}, {} threads)",
+            F::NAME,
+            rayon::current_num_threads()
+        )
     }
 
     fn from_array(&self, a: ArrayView2<'_, F>) -> Array2<F> {
@@ -113,7 +121,12 @@ impl<F: Float> Backend for Cpu<F> {
     }
 
     fn sparse_scale_values(&self, s: &CpuCsr<F>, scale: &Array2<F>) -> CpuCsr<F> {
-        let data: Vec<F> = s.data().iter().zip(scale.iter()).map(|(&v, &m)| v * m).collect();
+        let data: Vec<F> = s
+            .data()
+            .iter()
+            .zip(scale.iter())
+            .map(|(&v, &m)| v * m)
+            .collect();
         s.with_data(data)
     }
 
@@ -187,13 +200,18 @@ impl<F: Float> Backend for Cpu<F> {
 
     fn concat(&self, parts: &[&Array2<F>], axis: Axis) -> Array2<F> {
         let views: Vec<ArrayView2<'_, F>> = parts.iter().map(|p| p.view()).collect();
-        std_layout(ndarray::concatenate(nd_axis(axis), &views).expect("concat shapes checked by caller"))
+        std_layout(
+            ndarray::concatenate(nd_axis(axis), &views).expect("concat shapes checked by caller"),
+        )
     }
 
     fn slice(&self, x: &Array2<F>, axis: Axis, start: usize, end: usize) -> Array2<F> {
         match axis {
             Axis::Rows => x.slice(s![start..end, ..]).to_owned(),
-            Axis::Cols => x.slice(s![.., start..end]).as_standard_layout().into_owned(),
+            Axis::Cols => x
+                .slice(s![.., start..end])
+                .as_standard_layout()
+                .into_owned(),
         }
     }
 
@@ -240,7 +258,12 @@ impl<F: Float> Backend for Cpu<F> {
         reduce::segment_softmax(x, ptr)
     }
 
-    fn segment_softmax_grad(&self, y: &Array2<F>, dy: &Array2<F>, ptr: &Arc<Vec<u32>>) -> Array2<F> {
+    fn segment_softmax_grad(
+        &self,
+        y: &Array2<F>,
+        dy: &Array2<F>,
+        ptr: &Arc<Vec<u32>>,
+    ) -> Array2<F> {
         reduce::segment_softmax_grad(y, dy, ptr)
     }
 
@@ -261,11 +284,21 @@ impl<F: Float> Backend for Cpu<F> {
         for (i, &t) in target.iter().enumerate() {
             acc += logp[[i, t as usize]];
         }
-        let loss = if n == 0 { F::zero() } else { -acc / F::from_usize(n).expect("usize") };
+        let loss = if n == 0 {
+            F::zero()
+        } else {
+            -acc / F::from_usize(n).expect("usize")
+        };
         Array2::from_elem((1, 1), loss)
     }
 
-    fn nll_grad(&self, dy: &Array2<F>, target: &Arc<Vec<u32>>, rows: usize, cols: usize) -> Array2<F> {
+    fn nll_grad(
+        &self,
+        dy: &Array2<F>,
+        target: &Arc<Vec<u32>>,
+        rows: usize,
+        cols: usize,
+    ) -> Array2<F> {
         let mut out = Array2::zeros((rows, cols));
         let n = target.len();
         if n > 0 {
@@ -279,8 +312,11 @@ impl<F: Float> Backend for Cpu<F> {
 
     fn bce_with_logits(&self, z: &Array2<F>, y: &Array2<F>) -> Array2<F> {
         let n = F::from_usize(z.len().max(1)).expect("usize");
-        let total: F =
-            z.iter().zip(y.iter()).map(|(&z, &y)| z.max(F::zero()) - z * y + (-z.abs()).exp().ln_1p()).sum();
+        let total: F = z
+            .iter()
+            .zip(y.iter())
+            .map(|(&z, &y)| z.max(F::zero()) - z * y + (-z.abs()).exp().ln_1p())
+            .sum();
         Array2::from_elem((1, 1), total / n)
     }
 
@@ -299,10 +335,17 @@ impl<F: Float> Backend for Cpu<F> {
         grad: &Array2<F>,
         slots: &mut [Array2<F>],
     ) {
-        let p = param.as_slice_mut().expect("parameters are standard layout");
+        let p = param
+            .as_slice_mut()
+            .expect("parameters are standard layout");
         let g = grad.as_slice().expect("gradients are standard layout");
-        let mut s: Vec<&mut [F]> =
-            slots.iter_mut().map(|t| t.as_slice_mut().expect("optimiser state is standard layout")).collect();
+        let mut s: Vec<&mut [F]> = slots
+            .iter_mut()
+            .map(|t| {
+                t.as_slice_mut()
+                    .expect("optimiser state is standard layout")
+            })
+            .collect();
         crate::optim::kernels::update_slices(rule, step, p, g, &mut s);
     }
 }

@@ -23,15 +23,24 @@ pub(crate) fn softmax<F: Float>(x: &Array2<F>, axis: Axis, log: bool) -> Array2<
     out
 }
 
-pub(crate) fn softmax_grad<F: Float>(y: &Array2<F>, dy: &Array2<F>, axis: Axis, log: bool) -> Array2<F> {
+pub(crate) fn softmax_grad<F: Float>(
+    y: &Array2<F>,
+    dy: &Array2<F>,
+    axis: Axis,
+    log: bool,
+) -> Array2<F> {
     let mut out = dy.clone();
     for (mut g, yl) in out.lanes_mut(axis).into_iter().zip(y.lanes(axis)) {
         if log {
             let s: F = g.iter().copied().sum();
-            Zip::from(&mut g).and(&yl).for_each(|g, &y| *g -= y.exp() * s);
+            Zip::from(&mut g)
+                .and(&yl)
+                .for_each(|g, &y| *g -= y.exp() * s);
         } else {
             let s: F = g.iter().zip(yl.iter()).map(|(&g, &y)| g * y).sum();
-            Zip::from(&mut g).and(&yl).for_each(|g, &y| *g = y * (*g - s));
+            Zip::from(&mut g)
+                .and(&yl)
+                .for_each(|g, &y| *g = y * (*g - s));
         }
     }
     out
@@ -52,13 +61,19 @@ pub(crate) fn layer_norm<F: Float>(x: &Array2<F>, eps: f64) -> (Array2<F>, Array
     (xhat, rstd)
 }
 
-pub(crate) fn layer_norm_grad<F: Float>(xhat: &Array2<F>, rstd: &Array2<F>, dxhat: &Array2<F>) -> Array2<F> {
+pub(crate) fn layer_norm_grad<F: Float>(
+    xhat: &Array2<F>,
+    rstd: &Array2<F>,
+    dxhat: &Array2<F>,
+) -> Array2<F> {
     let cols = F::from_usize(xhat.ncols().max(1)).expect("usize");
     let mut out = dxhat.clone();
     for ((mut g, xh), &rs) in out.rows_mut().into_iter().zip(xhat.rows()).zip(rstd.iter()) {
         let mean_g = g.iter().copied().sum::<F>() / cols;
         let mean_gx = g.iter().zip(xh.iter()).map(|(&g, &x)| g * x).sum::<F>() / cols;
-        Zip::from(&mut g).and(&xh).for_each(|g, &x| *g = rs * (*g - mean_g - x * mean_gx));
+        Zip::from(&mut g)
+            .and(&xh)
+            .for_each(|g, &x| *g = rs * (*g - mean_g - x * mean_gx));
     }
     out
 }
@@ -71,7 +86,11 @@ pub(crate) fn segment_reduce<F: Float>(
     let g = ptr.len() - 1;
     let cols = x.ncols();
     let mut out = Array2::zeros((g, cols));
-    let mut arg = if op == SegmentReduce::Max { Some(vec![u32::MAX; g * cols]) } else { None };
+    let mut arg = if op == SegmentReduce::Max {
+        Some(vec![u32::MAX; g * cols])
+    } else {
+        None
+    };
     for s in 0..g {
         let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
         if a == b {
@@ -164,7 +183,11 @@ pub(crate) fn segment_softmax<F: Float>(x: &Array2<F>, ptr: &[u32]) -> Array2<F>
     out
 }
 
-pub(crate) fn segment_softmax_grad<F: Float>(y: &Array2<F>, dy: &Array2<F>, ptr: &[u32]) -> Array2<F> {
+pub(crate) fn segment_softmax_grad<F: Float>(
+    y: &Array2<F>,
+    dy: &Array2<F>,
+    ptr: &[u32],
+) -> Array2<F> {
     let mut out = dy.clone();
     for s in 0..ptr.len() - 1 {
         let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
@@ -175,7 +198,9 @@ pub(crate) fn segment_softmax_grad<F: Float>(y: &Array2<F>, dy: &Array2<F>, ptr:
         let mut gb = out.slice_mut(ndarray::s![a..b, ..]);
         for (mut g, yl) in gb.lanes_mut(Axis(0)).into_iter().zip(yb.lanes(Axis(0))) {
             let dot: F = g.iter().zip(yl.iter()).map(|(&g, &y)| g * y).sum();
-            Zip::from(&mut g).and(&yl).for_each(|g, &y| *g = y * (*g - dot));
+            Zip::from(&mut g)
+                .and(&yl)
+                .for_each(|g, &y| *g = y * (*g - dot));
         }
     }
     out

@@ -73,7 +73,10 @@ impl<F: Float> CpuCsr<F> {
     /// Same structure, new values.
     pub fn with_data(&self, data: Vec<F>) -> Self {
         debug_assert_eq!(data.len(), self.data.len());
-        CpuCsr { data: Arc::new(data), ..self.clone() }
+        CpuCsr {
+            data: Arc::new(data),
+            ..self.clone()
+        }
     }
 
     fn transpose_index(&self) -> &TransposeIndex {
@@ -99,7 +102,11 @@ impl<F: Float> CpuCsr<F> {
                     perm[q] = p as u32;
                 }
             }
-            TransposeIndex { indptr, indices, perm }
+            TransposeIndex {
+                indptr,
+                indices,
+                perm,
+            }
         })
     }
 
@@ -159,7 +166,11 @@ mod tests {
     #[test]
     fn spmm_and_transpose_match_dense() {
         // 3 x 4 matrix with an empty row and an empty column.
-        let dense = ndarray::arr2(&[[1.0, 0.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, -3.0, 4.0, 0.0]]);
+        let dense = ndarray::arr2(&[
+            [1.0, 0.0, 2.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0],
+            [0.0, -3.0, 4.0, 0.0],
+        ]);
         let m = CsMat::csr_from_dense(dense.view(), 0.0);
         let s = CpuCsr::from_csmat(&m);
         let x4 = Array2::from_shape_fn((4, 2), |(i, j)| (i * 2 + j) as f64 + 0.5);
