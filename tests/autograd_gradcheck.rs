@@ -66,7 +66,12 @@ fn gradcheck_spmm_and_transpose() {
     let x = rand_mat(&mut rng, 4, 3);
     assert_ok(
         "spmm",
-        check_inputs(&[x], |_, v| weigh(&s.matmul(&v[0])?, 4), H).unwrap(),
+        check_inputs(
+            std::slice::from_ref(&x),
+            |_, v| weigh(&s.matmul(&v[0])?, 4),
+            H,
+        )
+        .unwrap(),
     );
     let y = rand_mat(&mut rng, 5, 3);
     assert_ok(
@@ -152,7 +157,7 @@ fn gradcheck_unary_maps() {
     for (name, f) in cases {
         assert_ok(
             name,
-            check_inputs(&[x.clone()], |_, v| weigh(&f(&v[0]), 8), H).unwrap(),
+            check_inputs(std::slice::from_ref(&x), |_, v| weigh(&f(&v[0]), 8), H).unwrap(),
         );
     }
     assert_ok(
@@ -168,24 +173,49 @@ fn gradcheck_reductions_softmax_layernorm() {
     for axis in [Axis::Rows, Axis::Cols] {
         assert_ok(
             "sum_axis",
-            check_inputs(&[x.clone()], |_, v| weigh(&v[0].sum_axis(axis), 9), H).unwrap(),
+            check_inputs(
+                std::slice::from_ref(&x),
+                |_, v| weigh(&v[0].sum_axis(axis), 9),
+                H,
+            )
+            .unwrap(),
         );
         assert_ok(
             "softmax",
-            check_inputs(&[x.clone()], |_, v| weigh(&v[0].softmax(axis), 9), H).unwrap(),
+            check_inputs(
+                std::slice::from_ref(&x),
+                |_, v| weigh(&v[0].softmax(axis), 9),
+                H,
+            )
+            .unwrap(),
         );
         assert_ok(
             "log_softmax",
-            check_inputs(&[x.clone()], |_, v| weigh(&v[0].log_softmax(axis), 9), H).unwrap(),
+            check_inputs(
+                std::slice::from_ref(&x),
+                |_, v| weigh(&v[0].log_softmax(axis), 9),
+                H,
+            )
+            .unwrap(),
         );
     }
     assert_ok(
         "mean_all",
-        check_inputs(&[x.clone()], |_, v| Ok(v[0].square().mean_all()), H).unwrap(),
+        check_inputs(
+            std::slice::from_ref(&x),
+            |_, v| Ok(v[0].square().mean_all()),
+            H,
+        )
+        .unwrap(),
     );
     assert_ok(
         "layer_norm",
-        check_inputs(&[x.clone()], |_, v| weigh(&v[0].layer_norm(1e-5), 10), H).unwrap(),
+        check_inputs(
+            std::slice::from_ref(&x),
+            |_, v| weigh(&v[0].layer_norm(1e-5), 10),
+            H,
+        )
+        .unwrap(),
     );
 }
 
@@ -196,7 +226,12 @@ fn gradcheck_dropout_concat_slice_gather() {
     let y = rand_mat(&mut rng, 5, 2);
     assert_ok(
         "dropout",
-        check_inputs(&[x.clone()], |_, v| weigh(&v[0].dropout(0.4)?, 11), H).unwrap(),
+        check_inputs(
+            std::slice::from_ref(&x),
+            |_, v| weigh(&v[0].dropout(0.4)?, 11),
+            H,
+        )
+        .unwrap(),
     );
     assert_ok(
         "concat cols",
@@ -220,7 +255,7 @@ fn gradcheck_dropout_concat_slice_gather() {
     assert_ok(
         "slice rows",
         check_inputs(
-            &[x.clone()],
+            std::slice::from_ref(&x),
             |_, v| weigh(&v[0].slice(Axis::Rows, 1, 4)?, 14),
             H,
         )
@@ -229,7 +264,7 @@ fn gradcheck_dropout_concat_slice_gather() {
     assert_ok(
         "slice cols",
         check_inputs(
-            &[x.clone()],
+            std::slice::from_ref(&x),
             |_, v| weigh(&v[0].slice(Axis::Cols, 0, 3)?, 14),
             H,
         )
@@ -240,7 +275,12 @@ fn gradcheck_dropout_concat_slice_gather() {
     let idx = Index::new(&cpu, &[4, 0, 4, 2]).unwrap();
     assert_ok(
         "gather",
-        check_inputs(&[x], |_, v| weigh(&v[0].gather_rows(&idx)?, 15), H).unwrap(),
+        check_inputs(
+            std::slice::from_ref(&x),
+            |_, v| weigh(&v[0].gather_rows(&idx)?, 15),
+            H,
+        )
+        .unwrap(),
     );
 }
 
@@ -255,7 +295,7 @@ fn gradcheck_segment_ops_with_empty_and_single_segments() {
         assert_ok(
             &format!("segment {op:?}"),
             check_inputs(
-                &[x.clone()],
+                std::slice::from_ref(&x),
                 |_, v| weigh(&v[0].segment_reduce(&seg, op)?, 16),
                 H,
             )
@@ -265,7 +305,7 @@ fn gradcheck_segment_ops_with_empty_and_single_segments() {
     assert_ok(
         "segment_softmax",
         check_inputs(
-            &[x.clone()],
+            std::slice::from_ref(&x),
             |_, v| weigh(&v[0].segment_softmax(&seg)?, 17),
             H,
         )
@@ -288,7 +328,7 @@ fn gradcheck_losses() {
     assert_ok(
         "cross_entropy_masked",
         check_inputs(
-            &[logits.clone()],
+            std::slice::from_ref(&logits),
             |_, v| v[0].cross_entropy_masked(&mask, &targets),
             H,
         )
@@ -375,7 +415,7 @@ fn shape_errors_are_reported_not_panics() {
     ));
     assert!(a.sum_all().backward().is_err()); // depends on no parameter
     let inf = hdgcn::autograd::Tape::inference(&cpu);
-    let x = inf.input(cpu.from_array(Array2::<f64>::zeros((1, 1)).view()));
+    let x = inf.input(cpu.upload(Array2::<f64>::zeros((1, 1)).view()));
     assert!(x.backward().is_err());
     assert_eq!(inf.len(), 0, "inference tapes record nothing");
 }

@@ -109,7 +109,7 @@ fn cheb_conv_equals_dense_chebyshev_recurrence_for_k_1_to_10() {
             }
             expect = expect + t_cur.dot(&conv.lins[i].weight.to_array());
         }
-        expect = expect + &conv.bias.as_ref().unwrap().to_array();
+        expect += &conv.bias.as_ref().unwrap().to_array();
         let err = (&y - &expect).mapv(f64::abs).fold(0.0f64, |m, &v| m.max(v));
         assert!(err < 1e-10, "K={k}: max error {err}");
     }

@@ -109,8 +109,8 @@ fn fixture_trajectories_through_optimizer_step() {
         let mut opt = optimizer_of(case);
         for (t, step) in case["steps"].as_array().unwrap().iter().enumerate() {
             let mut grads = Gradients::default();
-            grads.insert(&w, cpu.from_array(arr(&step["grads"]["W"]).view()));
-            grads.insert(&b, cpu.from_array(arr(&step["grads"]["b"]).view()));
+            grads.insert(&w, cpu.upload(arr(&step["grads"]["W"]).view()));
+            grads.insert(&b, cpu.upload(arr(&step["grads"]["b"]).view()));
             opt.step(&params, &grads).unwrap();
             assert_close(
                 &format!("{name} step {t} W"),
@@ -137,8 +137,8 @@ fn clip_grad_norm_matches_torch() {
         let w = Param::from_array(&cpu, &Array2::zeros((3, 4)));
         let b = Param::from_array(&cpu, &Array2::zeros((1, 4)));
         let mut grads = Gradients::default();
-        grads.insert(&w, cpu.from_array(arr(&c["grads"]["W"]).view()));
-        grads.insert(&b, cpu.from_array(arr(&c["grads"]["b"]).view()));
+        grads.insert(&w, cpu.upload(arr(&c["grads"]["W"]).view()));
+        grads.insert(&b, cpu.upload(arr(&c["grads"]["b"]).view()));
         let norm = clip_grad_norm(&cpu, &mut grads, f(c, "max_norm"));
         let want = f(c, "norm");
         assert!(
@@ -147,12 +147,12 @@ fn clip_grad_norm_matches_torch() {
         );
         assert_close(
             name,
-            &cpu.to_array(grads.get(&w).unwrap()),
+            &cpu.download(grads.get(&w).unwrap()),
             &arr(&c["clipped"]["W"]),
         );
         assert_close(
             name,
-            &cpu.to_array(grads.get(&b).unwrap()),
+            &cpu.download(grads.get(&b).unwrap()),
             &arr(&c["clipped"]["b"]),
         );
     }

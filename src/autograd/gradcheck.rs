@@ -65,7 +65,7 @@ where
     let tape = Tape::with_seed(&cpu, 7);
     let vars: Vec<Var<Cpu64>> = inputs
         .iter()
-        .map(|a| tape.input(cpu.from_array(a.view())))
+        .map(|a| tape.input(cpu.upload(a.view())))
         .collect();
     let out = f(&tape, &vars)?;
     let grads = out.backward()?;

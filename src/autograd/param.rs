@@ -42,7 +42,7 @@ impl<B: Backend> Param<B> {
 
     /// Uploads a host array as a new parameter.
     pub fn from_array(backend: &B, a: &Array2<B::Elem>) -> Self {
-        Self::new(backend, backend.from_array(a.view()))
+        Self::new(backend, backend.upload(a.view()))
     }
 
     /// The parameter's identity.
@@ -78,7 +78,7 @@ impl<B: Backend> Param<B> {
 
     /// Copies the value to the host.
     pub fn to_array(&self) -> Array2<B::Elem> {
-        self.backend.to_array(&self.value.borrow())
+        self.backend.download(&self.value.borrow())
     }
 
     /// Replaces the value (same shape expected; checked by callers that take user input).

@@ -182,7 +182,7 @@ impl<B: Backend> Tape<B> {
 
     /// A constant from a host array.
     pub fn constant_array(&self, a: &ndarray::Array2<B::Elem>) -> Var<B> {
-        self.constant(self.inner.backend.from_array(a.view()))
+        self.constant(self.inner.backend.upload(a.view()))
     }
 
     /// An input whose gradient [`Gradients::wrt`] reports (gradient checks, saliency).

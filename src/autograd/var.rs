@@ -79,7 +79,7 @@ impl<B: Backend> Var<B> {
 
     /// Copies the value to the host.
     pub fn to_array(&self) -> Array2<B::Elem> {
-        self.backend().to_array(&self.value)
+        self.backend().download(&self.value)
     }
 
     /// The single entry of a `1 x 1` value, as `f64` (e.g. a loss).

@@ -170,9 +170,9 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     // ----- transfer and construction -------------------------------------
 
     /// Copies a host array to the device.
-    fn from_array(&self, a: ArrayView2<'_, Self::Elem>) -> Self::Tensor;
+    fn upload(&self, a: ArrayView2<'_, Self::Elem>) -> Self::Tensor;
     /// Copies a device tensor to the host.
-    fn to_array(&self, t: &Self::Tensor) -> Array2<Self::Elem>;
+    fn download(&self, t: &Self::Tensor) -> Array2<Self::Elem>;
     /// `(rows, cols)` of a tensor.
     fn shape(&self, t: &Self::Tensor) -> (usize, usize);
     /// A tensor filled with `value`.

@@ -80,6 +80,14 @@ pub struct NodeTrainReport {
     pub final_loss: f64,
 }
 
+/// Parameters at the best validation epoch so far.
+struct Snapshot<E> {
+    val_acc: f64,
+    val_loss: f64,
+    epoch: usize,
+    values: Vec<ndarray::Array2<E>>,
+}
+
 fn labels_of(task_labels: &[Option<usize>], nodes: &[usize], what: &str) -> Result<Vec<usize>> {
     nodes
         .iter()
@@ -146,7 +154,7 @@ pub fn train_node_classifier<B: Backend>(
     let mut opt_first: Adam<B> = base.weight_decay(cfg.weight_decay).build()?;
     let mut opt_rest: Adam<B> = base.weight_decay(0.0).build()?;
 
-    let mut best: Option<(f64, f64, usize, Vec<ndarray::Array2<B::Elem>>)> = None;
+    let mut best: Option<Snapshot<B::Elem>> = None;
     let mut step_ms = Vec::with_capacity(cfg.epochs);
     let mut since_best = 0;
     let mut final_loss = f64::NAN;
@@ -180,15 +188,16 @@ pub fn train_node_classifier<B: Backend>(
         let (val_acc, val_loss) = evaluate_nodes(model, task, &task.split.val)?;
         let better = match &best {
             None => true,
-            Some((a, l, _, _)) => val_acc > *a || (val_acc == *a && val_loss < *l),
+            Some(b) => val_acc > b.val_acc || (val_acc == b.val_acc && val_loss < b.val_loss),
         };
         if better {
-            best = Some((
+            let values = params.iter().map(|p| p.to_array()).collect();
+            best = Some(Snapshot {
                 val_acc,
                 val_loss,
                 epoch,
-                params.iter().map(|p| p.to_array()).collect(),
-            ));
+                values,
+            });
             since_best = 0;
         } else {
             since_best += 1;
@@ -200,9 +209,14 @@ pub fn train_node_classifier<B: Backend>(
         }
     }
     pb.finish_and_clear();
-    let (val_acc, _, best_epoch, snapshot) = best.expect("at least one epoch ran");
-    for (p, v) in params.iter().zip(&snapshot) {
-        p.set(backend.from_array(v.view()));
+    let Snapshot {
+        val_acc,
+        epoch: best_epoch,
+        values,
+        ..
+    } = best.expect("at least one epoch ran");
+    for (p, v) in params.iter().zip(&values) {
+        p.set(backend.upload(v.view()));
     }
     let (test_acc, _) = evaluate_nodes(model, task, &task.split.test)?;
     let (train_acc, _) = evaluate_nodes(model, task, train)?;

@@ -22,9 +22,9 @@ use crate::float::Float;
 /// ```
 /// use hdgcn::backend::{Backend, Cpu};
 /// let cpu = Cpu::<f64>::new();
-/// let a = cpu.from_array(ndarray::arr2(&[[1.0, 2.0], [3.0, 4.0]]).view());
+/// let a = cpu.upload(ndarray::arr2(&[[1.0, 2.0], [3.0, 4.0]]).view());
 /// let b = cpu.matmul(&a, &a, false, true);
-/// assert_eq!(cpu.to_array(&b), ndarray::arr2(&[[5.0, 11.0], [11.0, 25.0]]));
+/// assert_eq!(cpu.download(&b), ndarray::arr2(&[[5.0, 11.0], [11.0, 25.0]]));
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cpu<F = f32> {
@@ -68,11 +68,11 @@ impl<F: Float> Backend for Cpu<F> {
         )
     }
 
-    fn from_array(&self, a: ArrayView2<'_, F>) -> Array2<F> {
+    fn upload(&self, a: ArrayView2<'_, F>) -> Array2<F> {
         a.as_standard_layout().into_owned()
     }
 
-    fn to_array(&self, t: &Array2<F>) -> Array2<F> {
+    fn download(&self, t: &Array2<F>) -> Array2<F> {
         t.clone()
     }
 
