@@ -69,11 +69,7 @@ impl<B: Backend> SparseMatrix<B> {
             return Ok(self.clone());
         }
         let b = tape.backend();
-        let mask = b.dropout_mask(1, self.nnz, p, tape.next_seed());
-        Ok(SparseMatrix {
-            raw: b.sparse_scale_values(&self.raw, &mask),
-            ..self.clone()
-        })
+        Ok(SparseMatrix { raw: b.sparse_dropout(&self.raw, p, tape.next_seed()), ..self.clone() })
     }
 
     /// `self · x`, differentiable in `x`.

@@ -200,10 +200,11 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     ) -> Self::Tensor;
     /// `S · x`, or `Sᵀ · x` when `transpose` is set.
     fn spmm(&self, s: &Self::Sparse, x: &Self::Tensor, transpose: bool) -> Self::Tensor;
-    /// A sparse matrix with the same structure as `s` and values multiplied
-    /// entry-wise by `scale` (a `1 x nnz` tensor, in storage order). Used by
-    /// dropout on sparse inputs.
-    fn sparse_scale_values(&self, s: &Self::Sparse, scale: &Self::Tensor) -> Self::Sparse;
+    /// Dropout on the stored values of `s`: a matrix with the same structure
+    /// whose `i`-th stored value is dropped with probability `p` (decided by
+    /// [`rng::keep`]`(seed, i, p)`, so every backend draws the same mask) and
+    /// otherwise scaled by `1 / (1 - p)`.
+    fn sparse_dropout(&self, s: &Self::Sparse, p: f64, seed: u64) -> Self::Sparse;
 
     // ----- element-wise ----------------------------------------------------
 

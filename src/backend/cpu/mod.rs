@@ -120,14 +120,8 @@ impl<F: Float> Backend for Cpu<F> {
         Array2::from_shape_vec((rows, width), out).expect("spmm output shape")
     }
 
-    fn sparse_scale_values(&self, s: &CpuCsr<F>, scale: &Array2<F>) -> CpuCsr<F> {
-        let data: Vec<F> = s
-            .data()
-            .iter()
-            .zip(scale.iter())
-            .map(|(&v, &m)| v * m)
-            .collect();
-        s.with_data(data)
+    fn sparse_dropout(&self, s: &CpuCsr<F>, p: f64, seed: u64) -> CpuCsr<F> {
+        s.dropout(p, seed)
     }
 
     fn binary(&self, op: BinaryOp, a: &Array2<F>, b: &Array2<F>) -> Array2<F> {
