@@ -5,14 +5,10 @@ use hdgcn::data::{geom_gcn_split, masks_to_split, random_split};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+mod common;
+
 fn splits_dir() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/geom-gcn-splits");
-    if p.is_dir() {
-        Some(p)
-    } else {
-        eprintln!("skipping: ../shared/data/geom-gcn-splits not present");
-        None
-    }
+    common::data_root_or_skip("geom-gcn-splits").map(|r| r.join("geom-gcn-splits"))
 }
 
 #[test]
