@@ -23,7 +23,9 @@ fn load(name: &str) -> Option<Planetoid> {
             return Some(p);
         }
     }
-    eprintln!("skipping {name}: ind.{name}.* not found under $HDGCN_DATA, ./data or ../shared/data");
+    eprintln!(
+        "skipping {name}: ind.{name}.* not found under $HDGCN_DATA, ./data or ../shared/data"
+    );
     None
 }
 
@@ -43,7 +45,11 @@ fn step_bench(c: &mut Criterion, data: &Planetoid, model_name: &str) {
     let y: Vec<usize> = train.iter().map(|&i| data.labels[i].unwrap()).collect();
     let y = Index::new(&cpu, &y).unwrap();
     let params = model.params();
-    let mut opt: Adam<Cpu<f32>> = AdamConfig::default().lr(0.01).weight_decay(5e-4).build().unwrap();
+    let mut opt: Adam<Cpu<f32>> = AdamConfig::default()
+        .lr(0.01)
+        .weight_decay(5e-4)
+        .build()
+        .unwrap();
     // Warm the operator caches (built once per graph, as PyG's cached=True).
     let _ = model.forward(&Tape::inference(&cpu), &dg, &x).unwrap();
     let mut seed = 0u64;
@@ -76,7 +82,9 @@ fn bench_spmm(c: &mut Criterion) {
     let op = graph.gcn_operator().unwrap();
     let s = SparseMatrix::from_csmat(&cpu, &op).unwrap();
     for h in [16usize, 64] {
-        let x = cpu.upload(Array2::from_shape_fn((data.num_nodes(), h), |(i, j)| ((i * 7 + j) % 13) as f32).view());
+        let x = cpu.upload(
+            Array2::from_shape_fn((data.num_nodes(), h), |(i, j)| ((i * 7 + j) % 13) as f32).view(),
+        );
         c.bench_function(&format!("spmm/cora_gcn_operator/h{h}"), |b| {
             b.iter(|| black_box(cpu.spmm(s.raw(), &x, false)))
         });

@@ -60,6 +60,10 @@ struct Args {
     /// Data root (holds planetoid/ and geom-gcn-splits/); default $HDGCN_DATA, else ./data
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Keep raw bag-of-words features (default: row-normalised, as PyG's
+    /// NormalizeFeatures and Kipf & Welling).
+    #[arg(long)]
+    raw_features: bool,
     /// Base seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -103,7 +107,12 @@ fn run(args: &Args) -> hdgcn::Result<()> {
     let data = Planetoid::load(&planetoid_dir(&root), &args.dataset)?;
     let cpu = Cpu::<f32>::new();
     let graph = Graph::from_edges(data.num_nodes(), &data.edges)?;
-    let features = Features::Sparse(SparseMatrix::from_csmat(&cpu, &data.features)?);
+    let x = if args.raw_features {
+        data.features.clone()
+    } else {
+        data.row_normalized_features()
+    };
+    let features = Features::Sparse(SparseMatrix::from_csmat(&cpu, &x)?);
     let mut task = NodeTask {
         graph: DeviceGraph::new(&cpu, graph),
         features,

@@ -185,3 +185,19 @@ fn data_root_precedence() {
         PathBuf::from("r/geom-gcn-splits")
     );
 }
+
+#[test]
+fn row_normalized_features_sum_to_one_per_nonempty_row() {
+    let ds = Planetoid::load(&planetoid_dir(&vendored()), "cora").unwrap();
+    let n = ds.row_normalized_features();
+    assert_eq!(n.nnz(), ds.features.nnz());
+    for (r, row) in n.outer_iterator().enumerate() {
+        let orig: f32 = ds.features.outer_view(r).unwrap().data().iter().sum();
+        let s: f32 = row.data().iter().sum();
+        if orig == 0.0 {
+            assert_eq!(s, 0.0);
+        } else {
+            assert!((s - 1.0).abs() < 1e-5, "row {r} sums to {s}");
+        }
+    }
+}

@@ -69,7 +69,10 @@ impl<B: Backend> SparseMatrix<B> {
             return Ok(self.clone());
         }
         let b = tape.backend();
-        Ok(SparseMatrix { raw: b.sparse_dropout(&self.raw, p, tape.next_seed()), ..self.clone() })
+        Ok(SparseMatrix {
+            raw: b.sparse_dropout(&self.raw, p, tape.next_seed()),
+            ..self.clone()
+        })
     }
 
     /// `self · x`, differentiable in `x`.

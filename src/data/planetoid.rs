@@ -97,6 +97,27 @@ impl Planetoid {
     pub fn num_features(&self) -> usize {
         self.features.cols()
     }
+
+    /// Features with every row scaled to sum to 1 (rows summing to 0 are
+    /// left at 0): PyG's `NormalizeFeatures`, Kipf & Welling's
+    /// `preprocess_features`.
+    pub fn row_normalized_features(&self) -> CsMat<f32> {
+        let m = &self.features;
+        let mut data = m.data().to_vec();
+        for w in m.indptr().to_proper().windows(2) {
+            let row = &mut data[w[0]..w[1]];
+            let sum: f32 = row.iter().sum();
+            if sum != 0.0 {
+                row.iter_mut().for_each(|v| *v /= sum);
+            }
+        }
+        CsMat::new(
+            m.shape(),
+            m.indptr().to_proper().into_owned(),
+            m.indices().to_vec(),
+            data,
+        )
+    }
 }
 
 fn parse_test_index(bytes: &[u8], path: &Path) -> Result<Vec<usize>> {

@@ -71,7 +71,11 @@ impl<F: Float> CpuCsr<F> {
             indices: m.indices().iter().map(|&j| j as u32).collect(),
             transpose: OnceLock::new(),
         };
-        let mut out = CpuCsr { structure: Arc::new(structure), data: Arc::new(m.data().to_vec()), symmetric: false };
+        let mut out = CpuCsr {
+            structure: Arc::new(structure),
+            data: Arc::new(m.data().to_vec()),
+            symmetric: false,
+        };
         out.symmetric = rows == cols && out.is_symmetric();
         out
     }
@@ -81,7 +85,10 @@ impl<F: Float> CpuCsr<F> {
         let s = &self.structure;
         s.indptr == t.indptr
             && s.indices == t.indices
-            && t.perm.iter().enumerate().all(|(q, &p)| self.data[q] == self.data[p as usize])
+            && t.perm
+                .iter()
+                .enumerate()
+                .all(|(q, &p)| self.data[q] == self.data[p as usize])
     }
 
     /// `(rows, cols)`.
@@ -102,7 +109,11 @@ impl<F: Float> CpuCsr<F> {
     /// Same structure, new values (symmetry is not assumed).
     pub fn with_data(&self, data: Vec<F>) -> Self {
         debug_assert_eq!(data.len(), self.data.len());
-        CpuCsr { structure: self.structure.clone(), data: Arc::new(data), symmetric: false }
+        CpuCsr {
+            structure: self.structure.clone(),
+            data: Arc::new(data),
+            symmetric: false,
+        }
     }
 
     /// Dropout on the stored values (see `Backend::sparse_dropout`).
@@ -152,7 +163,11 @@ impl<F: Float> CpuCsr<F> {
                     perm[q] = p as u32;
                 }
             }
-            TransposeIndex { indptr, indices, perm }
+            TransposeIndex {
+                indptr,
+                indices,
+                perm,
+            }
         })
     }
 
@@ -164,7 +179,14 @@ impl<F: Float> CpuCsr<F> {
         }
         if !transpose || self.symmetric {
             let mut out = vec![F::zero(); rows * width];
-            self.gather_rows(&mut out, x, width, &self.structure.indptr, &self.structure.indices, None);
+            self.gather_rows(
+                &mut out,
+                x,
+                width,
+                &self.structure.indptr,
+                &self.structure.indices,
+                None,
+            );
             return out;
         }
         if cols * width <= SCATTER_MAX_OUTPUT {
@@ -202,11 +224,13 @@ impl<F: Float> CpuCsr<F> {
         if work >= PAR_THRESHOLD {
             // Blocks of rows keep scheduling overhead negligible.
             let rows_per_task = (out.len() / width / (8 * rayon::current_num_threads())).max(64);
-            out.par_chunks_mut(rows_per_task * width).enumerate().for_each(|(c, block)| {
-                for (k, o) in block.chunks_mut(width).enumerate() {
-                    row((c * rows_per_task + k, o));
-                }
-            });
+            out.par_chunks_mut(rows_per_task * width)
+                .enumerate()
+                .for_each(|(c, block)| {
+                    for (k, o) in block.chunks_mut(width).enumerate() {
+                        row((c * rows_per_task + k, o));
+                    }
+                });
         } else {
             out.chunks_mut(width).enumerate().for_each(row);
         }
@@ -252,11 +276,13 @@ impl<F: Float> CpuCsr<F> {
         let mut iter = partials.into_iter();
         let mut out = iter.next().expect("at least one partial");
         for part in iter {
-            out.par_chunks_mut(4096).zip(part.par_chunks(4096)).for_each(|(o, p)| {
-                for (o, &p) in o.iter_mut().zip(p) {
-                    *o += p;
-                }
-            });
+            out.par_chunks_mut(4096)
+                .zip(part.par_chunks(4096))
+                .for_each(|(o, p)| {
+                    for (o, &p) in o.iter_mut().zip(p) {
+                        *o += p;
+                    }
+                });
         }
         out
     }
@@ -286,17 +312,30 @@ mod tests {
     use rand::{Rng, SeedableRng, rngs::StdRng};
 
     fn random_sparse(rng: &mut StdRng, r: usize, c: usize, density: f64) -> Array2<f64> {
-        Array2::from_shape_fn((r, c), |_| if rng.random_bool(density) { rng.random_range(-1.0..1.0) } else { 0.0 })
+        Array2::from_shape_fn((r, c), |_| {
+            if rng.random_bool(density) {
+                rng.random_range(-1.0..1.0)
+            } else {
+                0.0
+            }
+        })
     }
 
     fn max_err(a: &[f64], b: &[f64]) -> f64 {
-        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max)
     }
 
     #[test]
     fn spmm_and_transpose_match_dense() {
         // 3 x 4 matrix with an empty row and an empty column.
-        let dense = ndarray::arr2(&[[1.0, 0.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, -3.0, 4.0, 0.0]]);
+        let dense = ndarray::arr2(&[
+            [1.0, 0.0, 2.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0],
+            [0.0, -3.0, 4.0, 0.0],
+        ]);
         let m = CsMat::csr_from_dense(dense.view(), 0.0);
         let s = CpuCsr::from_csmat(&m);
         let x4 = Array2::from_shape_fn((4, 2), |(i, j)| (i * 2 + j) as f64 + 0.5);
@@ -325,7 +364,12 @@ mod tests {
             assert!(max_err(&y, dense.dot(&x).as_slice().unwrap()) < 1e-12);
             let xt = Array2::from_shape_fn((r, w), |_| rng.random_range(-1.0..1.0));
             let yt = s.spmm(xt.as_slice().unwrap(), w, true);
-            assert!(max_err(&yt, dense.t().dot(&xt).as_standard_layout().as_slice().unwrap()) < 1e-12);
+            assert!(
+                max_err(
+                    &yt,
+                    dense.t().dot(&xt).as_standard_layout().as_slice().unwrap()
+                ) < 1e-12
+            );
         }
     }
 
