@@ -63,8 +63,8 @@ fn permuted_case(seed: u64, n: usize, p: f64, symmetric: bool, d: usize) -> Perm
         .collect();
     let x = rand_mat(&mut rng, n, d);
     let mut px = Array2::zeros((n, d));
-    for i in 0..n {
-        px.row_mut(perm[i]).assign(&x.row(i));
+    for (i, &pi) in perm.iter().enumerate() {
+        px.row_mut(pi).assign(&x.row(i));
     }
     Permuted {
         g: Graph::from_weighted_edges(n, &edges).unwrap(),
