@@ -3,7 +3,7 @@
 //! exact spectral filter `SpectralFilter`.
 //!
 //! A layer from another crate plugs in by implementing [`GraphConv`] (and
-//! [`Module`](crate::nn::Module) for its parameters): it receives the
+//! [`Module`] for its parameters): it receives the
 //! [`DeviceGraph`], whose cached operators it can use or extend with
 //! [`DeviceGraph::operator`], and composes [`Var`] operations, so autograd
 //! and every backend work for it unchanged.
