@@ -1,8 +1,9 @@
 //! Graph convolutions: the [`GraphConv`] trait and the layers that
-//! implement it ([`GcnConv`], [`ChebConv`]).
+//! implement it ([`GcnConv`], [`ChebConv`]), and (feature `lapack`) the
+//! exact spectral filter `SpectralFilter`.
 //!
 //! A layer from another crate plugs in by implementing [`GraphConv`] (and
-//! [`Module`](crate::nn::Module) for its parameters): it receives the
+//! [`Module`] for its parameters): it receives the
 //! [`DeviceGraph`], whose cached operators it can use or extend with
 //! [`DeviceGraph::operator`], and composes [`Var`] operations, so autograd
 //! and every backend work for it unchanged.
@@ -10,10 +11,14 @@
 mod cheb;
 mod device_graph;
 mod gcn;
+#[cfg(feature = "lapack")]
+mod spectral_filter;
 
 pub use cheb::{ChebConv, ChebConvConfig};
 pub use device_graph::DeviceGraph;
 pub use gcn::GcnConv;
+#[cfg(feature = "lapack")]
+pub use spectral_filter::{SPECTRAL_FILTER_MAX_NODES, SpectralFilter, SpectralResponse};
 
 use crate::autograd::{Tape, Var};
 use crate::backend::Backend;
