@@ -42,9 +42,14 @@ struct Args {
     /// Independent runs (seeds seed, seed+1, ...).
     #[arg(long, default_value_t = 10)]
     runs: usize,
-    /// Training epochs per run.
-    #[arg(long, default_value_t = 200)]
-    epochs: usize,
+    /// Training epochs per run [default: 200 on the public split; 1000 on the
+    /// full split, the GCNII full-supervised protocol].
+    #[arg(long)]
+    epochs: Option<usize>,
+    /// Stop after this many epochs without a better validation accuracy
+    /// [default: none on the public split; 100 on the full split].
+    #[arg(long)]
+    patience: Option<usize>,
     /// Hidden width.
     #[arg(long, default_value_t = 16)]
     hidden: usize,
@@ -120,6 +125,9 @@ fn run(args: &Args) -> hdgcn::Result<()> {
         num_classes: data.num_classes,
         split: data.public_split.clone(),
     };
+    let full = split_kind == "full";
+    let epochs = args.epochs.unwrap_or(if full { 1000 } else { 200 });
+    let patience = args.patience.or(if full { Some(100) } else { None });
     let (mut test, mut val, mut steps) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..args.runs {
         let seed = args.seed + r as u64;
@@ -133,7 +141,8 @@ fn run(args: &Args) -> hdgcn::Result<()> {
             _ => NodeClassifier::cheb(&cpu, d, h, c, args.k, args.dropout, &mut rng)?,
         };
         let cfg = NodeTrainConfig {
-            epochs: args.epochs,
+            epochs,
+            patience,
             lr: args.lr,
             weight_decay: args.weight_decay,
             seed,
@@ -171,7 +180,8 @@ fn run(args: &Args) -> hdgcn::Result<()> {
             "runs": args.runs,
             "k": if model_kind == "cheb" { Some(args.k) } else { None },
             "hidden": args.hidden,
-            "epochs": args.epochs,
+            "epochs": epochs,
+            "patience": patience,
             "test_acc_mean": tm,
             "test_acc_std": ts,
             "val_acc_mean": vm,
