@@ -244,9 +244,10 @@ impl<F: Float> CpuCsr<F> {
         let scatter = |range: std::ops::Range<usize>, acc: &mut [F]| {
             for i in range {
                 let xi = &x[i * width..(i + 1) * width];
-                for p in s.indptr[i]..s.indptr[i + 1] {
-                    let j = s.indices[p] as usize;
-                    axpy(&mut acc[j * width..(j + 1) * width], data[p], xi);
+                let (a, b) = (s.indptr[i], s.indptr[i + 1]);
+                for (&j, &v) in s.indices[a..b].iter().zip(&data[a..b]) {
+                    let j = j as usize;
+                    axpy(&mut acc[j * width..(j + 1) * width], v, xi);
                 }
             }
         };
