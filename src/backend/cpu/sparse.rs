@@ -209,30 +209,10 @@ impl<F: Float> CpuCsr<F> {
         perm: Option<&[u32]>,
     ) {
         let data = &self.data[..];
-        let row = |(i, o): (usize, &mut [F])| {
-            let (a, b) = (indptr[i], indptr[i + 1]);
-            for p in a..b {
-                let v = match perm {
-                    Some(perm) => data[perm[p] as usize],
-                    None => data[p],
-                };
-                let j = indices[p] as usize;
-                axpy(o, v, &x[j * width..(j + 1) * width]);
-            }
-        };
-        let work = self.nnz() * width;
-        if work >= PAR_THRESHOLD {
-            // Blocks of rows keep scheduling overhead negligible.
-            let rows_per_task = (out.len() / width / (8 * rayon::current_num_threads())).max(64);
-            out.par_chunks_mut(rows_per_task * width)
-                .enumerate()
-                .for_each(|(c, block)| {
-                    for (k, o) in block.chunks_mut(width).enumerate() {
-                        row((c * rows_per_task + k, o));
-                    }
-                });
-        } else {
-            out.chunks_mut(width).enumerate().for_each(row);
+        let parallel = self.nnz() * width >= PAR_THRESHOLD;
+        match perm {
+            None => gather_kernel(out, x, width, indptr, indices, |p| data[p], parallel),
+            Some(perm) => gather_kernel(out, x, width, indptr, indices, |p| data[perm[p] as usize], parallel),
         }
     }
 
@@ -289,19 +269,41 @@ impl<F: Float> CpuCsr<F> {
     }
 }
 
-/// `o += v * src`, unrolled by 8 so that it vectorises for GNN widths.
+/// Row-wise gather kernel: `out[i] = Σ_{p in row i} value(p) · x[indices[p]]`.
+fn gather_kernel<F: Float, V: Fn(usize) -> F + Sync>(
+    out: &mut [F],
+    x: &[F],
+    width: usize,
+    indptr: &[usize],
+    indices: &[u32],
+    value: V,
+    parallel: bool,
+) {
+    let rows = out.len() / width;
+    let block = |first: usize, chunk: &mut [F]| {
+        for (k, o) in chunk.chunks_exact_mut(width).enumerate() {
+            let i = first + k;
+            for p in indptr[i]..indptr[i + 1] {
+                let j = indices[p] as usize;
+                axpy(o, value(p), &x[j * width..(j + 1) * width]);
+            }
+        }
+    };
+    if parallel {
+        // Blocks of rows keep scheduling overhead negligible.
+        let rows_per_task = (rows / (4 * rayon::current_num_threads())).max(64);
+        out.par_chunks_mut(rows_per_task * width)
+            .enumerate()
+            .for_each(|(c, chunk)| block(c * rows_per_task, chunk));
+    } else {
+        block(0, out);
+    }
+}
+
+/// `o += v * src` (a plain zip, which LLVM vectorises).
 #[inline(always)]
 fn axpy<F: Float>(o: &mut [F], v: F, src: &[F]) {
-    let n = o.len().min(src.len());
-    let (o, src) = (&mut o[..n], &src[..n]);
-    let mut oc = o.chunks_exact_mut(8);
-    let mut sc = src.chunks_exact(8);
-    for (o8, s8) in (&mut oc).zip(&mut sc) {
-        for k in 0..8 {
-            o8[k] += v * s8[k];
-        }
-    }
-    for (o, &s) in oc.into_remainder().iter_mut().zip(sc.remainder()) {
+    for (o, &s) in o.iter_mut().zip(src) {
         *o += v * s;
     }
 }
