@@ -222,14 +222,7 @@ impl<F: Float> CpuCsr<F> {
         let data = &self.data[..];
         let out_len = s.cols * width;
         let scatter = |range: std::ops::Range<usize>, acc: &mut [F]| {
-            for i in range {
-                let xi = &x[i * width..(i + 1) * width];
-                let (a, b) = (s.indptr[i], s.indptr[i + 1]);
-                for (&j, &v) in s.indices[a..b].iter().zip(&data[a..b]) {
-                    let j = j as usize;
-                    axpy(&mut acc[j * width..(j + 1) * width], v, xi);
-                }
-            }
+            scatter_dispatch(range, acc, x, width, &s.indptr, &s.indices, data)
         };
         let threads = rayon::current_num_threads();
         if self.nnz() * width < PAR_THRESHOLD || threads == 1 {
@@ -269,7 +262,57 @@ impl<F: Float> CpuCsr<F> {
     }
 }
 
-/// Row-wise gather kernel: `out[i] = Σ_{p in row i} value(p) · x[indices[p]]`.
+/// Whether the CPU has AVX2 and FMA (detected once, at run time).
+#[inline]
+fn has_avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static DETECTED: OnceLock<bool> = OnceLock::new();
+        *DETECTED.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Rows `first..` of `out[i] = Σ_{p in row i} value(p) · x[indices[p]]`.
+#[inline(always)]
+fn gather_block<F: Float, V: Fn(usize) -> F, const FUSED: bool>(
+    first: usize,
+    chunk: &mut [F],
+    x: &[F],
+    width: usize,
+    indptr: &[usize],
+    indices: &[u32],
+    value: &V,
+) {
+    for (k, o) in chunk.chunks_exact_mut(width).enumerate() {
+        let i = first + k;
+        for p in indptr[i]..indptr[i + 1] {
+            let j = indices[p] as usize;
+            axpy::<F, FUSED>(o, value(p), &x[j * width..(j + 1) * width]);
+        }
+    }
+}
+
+/// [`gather_block`] compiled for AVX2 + FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn gather_block_avx2<F: Float, V: Fn(usize) -> F>(
+    first: usize,
+    chunk: &mut [F],
+    x: &[F],
+    width: usize,
+    indptr: &[usize],
+    indices: &[u32],
+    value: &V,
+) {
+    gather_block::<F, V, true>(first, chunk, x, width, indptr, indices, value)
+}
+
+/// Row-wise gather kernel: `out[i] = Σ_{p in row i} value(p) · x[indices[p]]`,
+/// in blocks of rows over rayon when `parallel`, with AVX2/FMA when available.
 fn gather_kernel<F: Float, V: Fn(usize) -> F + Sync>(
     out: &mut [F],
     x: &[F],
@@ -280,14 +323,16 @@ fn gather_kernel<F: Float, V: Fn(usize) -> F + Sync>(
     parallel: bool,
 ) {
     let rows = out.len() / width;
+    let fast = has_avx2_fma();
     let block = |first: usize, chunk: &mut [F]| {
-        for (k, o) in chunk.chunks_exact_mut(width).enumerate() {
-            let i = first + k;
-            for p in indptr[i]..indptr[i + 1] {
-                let j = indices[p] as usize;
-                axpy(o, value(p), &x[j * width..(j + 1) * width]);
-            }
+        #[cfg(target_arch = "x86_64")]
+        if fast {
+            // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
+            unsafe { gather_block_avx2(first, chunk, x, width, indptr, indices, &value) };
+            return;
         }
+        let _ = fast;
+        gather_block::<F, V, false>(first, chunk, x, width, indptr, indices, &value)
     };
     if parallel {
         // Blocks of rows keep scheduling overhead negligible.
@@ -300,11 +345,72 @@ fn gather_kernel<F: Float, V: Fn(usize) -> F + Sync>(
     }
 }
 
-/// `o += v * src` (a plain zip, which LLVM vectorises).
+/// Rows `range` of `S` scattered into `acc`: `acc[j] += S[i, j] · x[i]`.
 #[inline(always)]
-fn axpy<F: Float>(o: &mut [F], v: F, src: &[F]) {
-    for (o, &s) in o.iter_mut().zip(src) {
-        *o += v * s;
+fn scatter_block<F: Float, const FUSED: bool>(
+    range: std::ops::Range<usize>,
+    acc: &mut [F],
+    x: &[F],
+    width: usize,
+    indptr: &[usize],
+    indices: &[u32],
+    data: &[F],
+) {
+    for i in range {
+        let xi = &x[i * width..(i + 1) * width];
+        let (a, b) = (indptr[i], indptr[i + 1]);
+        for (&j, &v) in indices[a..b].iter().zip(&data[a..b]) {
+            let j = j as usize;
+            axpy::<F, FUSED>(&mut acc[j * width..(j + 1) * width], v, xi);
+        }
+    }
+}
+
+/// [`scatter_block`] compiled for AVX2 + FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn scatter_block_avx2<F: Float>(
+    range: std::ops::Range<usize>,
+    acc: &mut [F],
+    x: &[F],
+    width: usize,
+    indptr: &[usize],
+    indices: &[u32],
+    data: &[F],
+) {
+    scatter_block::<F, true>(range, acc, x, width, indptr, indices, data)
+}
+
+fn scatter_dispatch<F: Float>(
+    range: std::ops::Range<usize>,
+    acc: &mut [F],
+    x: &[F],
+    width: usize,
+    indptr: &[usize],
+    indices: &[u32],
+    data: &[F],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2_fma() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
+        unsafe { scatter_block_avx2(range, acc, x, width, indptr, indices, data) };
+        return;
+    }
+    scatter_block::<F, false>(range, acc, x, width, indptr, indices, data)
+}
+
+/// `o += v * src`; with `FUSED`, as fused multiply-adds (only used where
+/// the CPU has FMA, else `mul_add` would be a slow library call).
+#[inline(always)]
+fn axpy<F: Float, const FUSED: bool>(o: &mut [F], v: F, src: &[F]) {
+    if FUSED {
+        for (o, &s) in o.iter_mut().zip(src) {
+            *o = v.mul_add(s, *o);
+        }
+    } else {
+        for (o, &s) in o.iter_mut().zip(src) {
+            *o += v * s;
+        }
     }
 }
 
