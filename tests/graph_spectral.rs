@@ -105,7 +105,10 @@ fn chebyshev_series_of_heat_kernel_converges_to_expm() {
                 "{norm}: errors not decreasing {errs:?}"
             );
         }
-        assert!(errs[6] < 1e-8, "{norm}: K=20 error {errs:?}");
+        // Terms needed grow with t·λ_max/2: λ_max <= 2 for sym (K = 20
+        // suffices), much larger for the unnormalised Laplacian (K = 30).
+        let at = if norm == Normalization::Sym { 6 } else { 7 };
+        assert!(errs[at] < 1e-8, "{norm}: error {errs:?}");
     }
 }
 
