@@ -212,7 +212,15 @@ impl<F: Float> CpuCsr<F> {
         let parallel = self.nnz() * width >= PAR_THRESHOLD;
         match perm {
             None => gather_kernel(out, x, width, indptr, indices, |p| data[p], parallel),
-            Some(perm) => gather_kernel(out, x, width, indptr, indices, |p| data[perm[p] as usize], parallel),
+            Some(perm) => gather_kernel(
+                out,
+                x,
+                width,
+                indptr,
+                indices,
+                |p| data[perm[p] as usize],
+                parallel,
+            ),
         }
     }
 
@@ -268,7 +276,8 @@ fn has_avx2_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static DETECTED: OnceLock<bool> = OnceLock::new();
-        *DETECTED.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+        *DETECTED
+            .get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -277,6 +286,8 @@ fn has_avx2_fma() -> bool {
 }
 
 /// Rows `first..` of `out[i] = Σ_{p in row i} value(p) · x[indices[p]]`.
+// The storage position `p` feeds both `indices` and the `value` closure.
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
 fn gather_block<F: Float, V: Fn(usize) -> F, const FUSED: bool>(
     first: usize,
