@@ -176,18 +176,11 @@ impl<F: Float> Backend for Cpu<F> {
         let scale = F::from_f64_lossy(1.0 / (1.0 - p));
         let pf = p as f32;
         let mut out = vec![F::zero(); rows * cols];
-        let fill = |(c, chunk): (usize, &mut [F])| {
-            let base = c * 4096;
-            for (k, o) in chunk.iter_mut().enumerate() {
-                if rng::keep(seed, (base + k) as u32, pf) {
-                    *o = scale;
-                }
-            }
-        };
-        if out.len() >= sparse::PAR_THRESHOLD {
-            out.par_chunks_mut(4096).enumerate().for_each(fill);
+        let fill = |(c, chunk): (usize, &mut [F])| rng::fill_mask(chunk, None, (c * 8192) as u32, seed, pf, scale);
+        if out.len() >= 4 * sparse::PAR_THRESHOLD {
+            out.par_chunks_mut(8192).enumerate().for_each(fill);
         } else {
-            out.chunks_mut(4096).enumerate().for_each(fill);
+            out.chunks_mut(8192).enumerate().for_each(fill);
         }
         Array2::from_shape_vec((rows, cols), out).expect("mask shape")
     }

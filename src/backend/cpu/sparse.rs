@@ -121,17 +121,12 @@ impl<F: Float> CpuCsr<F> {
         let scale = F::from_f64_lossy(1.0 / (1.0 - p));
         let pf = p as f32;
         let mut data = vec![F::zero(); self.nnz()];
-        let src = &self.data;
+        let src = &self.data[..];
         let fill = |(c, chunk): (usize, &mut [F])| {
-            let base = c * 8192;
-            for (k, o) in chunk.iter_mut().enumerate() {
-                let i = base + k;
-                if rng::keep(seed, i as u32, pf) {
-                    *o = src[i] * scale;
-                }
-            }
+            let start = c * 8192;
+            rng::fill_mask(chunk, Some(&src[start..start + chunk.len()]), start as u32, seed, pf, scale)
         };
-        if data.len() >= PAR_THRESHOLD {
+        if data.len() >= 4 * PAR_THRESHOLD {
             data.par_chunks_mut(8192).enumerate().for_each(fill);
         } else {
             data.chunks_mut(8192).enumerate().for_each(fill);
