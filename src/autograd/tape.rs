@@ -43,12 +43,7 @@ pub(crate) enum Op<B: Backend> {
     /// Concatenation along an axis.
     Concat { parts: Vec<usize>, axis: Axis },
     /// A range of rows or columns.
-    Slice {
-        x: usize,
-        axis: Axis,
-        start: usize,
-        len: usize,
-    },
+    Slice { x: usize, axis: Axis, start: usize },
     /// Row gather.
     Gather { x: usize, idx: B::Index },
     /// Segment reduction.
@@ -269,10 +264,10 @@ impl<B: Backend> Tape<B> {
                 if !nodes[k].requires_grad {
                     return;
                 }
-                grads[k] = Some(match grads[k].take() {
-                    Some(prev) => b.binary(BinaryOp::Add, &prev, &t),
-                    None => t,
-                });
+                match &mut grads[k] {
+                    Some(prev) => b.add_assign(prev, &t),
+                    slot => *slot = Some(t),
+                }
             };
             match &node.op {
                 Op::Leaf => {
@@ -366,35 +361,12 @@ impl<B: Backend> Tape<B> {
                         start += len;
                     }
                 }
-                &Op::Slice {
-                    x,
-                    axis,
-                    start,
-                    len,
-                } => {
-                    let (r, c) = b.shape(val(x));
-                    let (gr, gc) = b.shape(&g);
-                    let total = if axis == Axis::Rows { r } else { c };
-                    let mut parts = Vec::new();
-                    let before = if axis == Axis::Rows {
-                        b.full(start, gc, zero())
-                    } else {
-                        b.full(gr, start, zero())
-                    };
-                    let rest = total - start - len;
-                    let after = if axis == Axis::Rows {
-                        b.full(rest, gc, zero())
-                    } else {
-                        b.full(gr, rest, zero())
-                    };
-                    if start > 0 {
-                        parts.push(&before);
+                &Op::Slice { x, axis, start, .. } => {
+                    if nodes[x].requires_grad {
+                        let (r, c) = b.shape(val(x));
+                        let slot = grads[x].get_or_insert_with(|| b.full(r, c, zero()));
+                        b.slice_add_assign(slot, &g, axis, start);
                     }
-                    parts.push(&g);
-                    if rest > 0 {
-                        parts.push(&after);
-                    }
-                    acc(x, b.concat(&parts, axis), &mut grads);
                 }
                 Op::Gather { x, idx } => {
                     let (r, _) = b.shape(val(*x));

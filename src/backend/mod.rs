@@ -212,6 +212,11 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// (`1 x c`), a column (`r x 1`) or a scalar (`1 x 1`); symmetrically `a`
     /// may be the broadcast side.
     fn binary(&self, op: BinaryOp, a: &Self::Tensor, b: &Self::Tensor) -> Self::Tensor;
+    /// `acc += t` in place (same shapes): gradient accumulation.
+    fn add_assign(&self, acc: &mut Self::Tensor, t: &Self::Tensor);
+    /// Adds `src` into the rows (`Axis::Rows`) or columns of `acc` starting
+    /// at `start`, in place: the backward of [`Backend::slice`].
+    fn slice_add_assign(&self, acc: &mut Self::Tensor, src: &Self::Tensor, axis: Axis, start: usize);
     /// Sums `t` over broadcast axes down to `rows x cols` (each of which is
     /// either `t`'s size or 1). The backward of broadcasting.
     fn sum_to(&self, t: &Self::Tensor, rows: usize, cols: usize) -> Self::Tensor;

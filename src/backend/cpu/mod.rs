@@ -128,6 +128,30 @@ impl<F: Float> Backend for Cpu<F> {
         elementwise::binary(op, a, b)
     }
 
+    fn add_assign(&self, acc: &mut Array2<F>, t: &Array2<F>) {
+        match (acc.as_slice_mut(), t.as_slice()) {
+            (Some(a), Some(b)) => a.iter_mut().zip(b).for_each(|(a, &b)| *a += b),
+            _ => *acc += t,
+        }
+    }
+
+    fn slice_add_assign(&self, acc: &mut Array2<F>, src: &Array2<F>, axis: Axis, start: usize) {
+        match axis {
+            Axis::Rows => {
+                let mut view = acc.slice_mut(s![start..start + src.nrows(), ..]);
+                view += src;
+            }
+            Axis::Cols => {
+                let w = src.ncols();
+                for (mut a, b) in acc.rows_mut().into_iter().zip(src.rows()) {
+                    let a = a.as_slice_mut().expect("standard layout");
+                    let b = b.to_slice().expect("standard layout");
+                    a[start..start + w].iter_mut().zip(b).for_each(|(a, &b)| *a += b);
+                }
+            }
+        }
+    }
+
     fn sum_to(&self, t: &Array2<F>, rows: usize, cols: usize) -> Array2<F> {
         let mut out = t.clone();
         if rows == 1 && out.nrows() != 1 {
@@ -186,10 +210,23 @@ impl<F: Float> Backend for Cpu<F> {
     }
 
     fn concat(&self, parts: &[&Array2<F>], axis: Axis) -> Array2<F> {
-        let views: Vec<ArrayView2<'_, F>> = parts.iter().map(|p| p.view()).collect();
-        std_layout(
-            ndarray::concatenate(nd_axis(axis), &views).expect("concat shapes checked by caller"),
-        )
+        match axis {
+            Axis::Rows => {
+                let views: Vec<ArrayView2<'_, F>> = parts.iter().map(|p| p.view()).collect();
+                std_layout(ndarray::concatenate(NdAxis(0), &views).expect("concat shapes checked by caller"))
+            }
+            Axis::Cols => {
+                let rows = parts.first().map_or(0, |p| p.nrows());
+                let cols: usize = parts.iter().map(|p| p.ncols()).sum();
+                let mut out = Vec::with_capacity(rows * cols);
+                for i in 0..rows {
+                    for p in parts {
+                        out.extend_from_slice(p.row(i).to_slice().expect("standard layout"));
+                    }
+                }
+                Array2::from_shape_vec((rows, cols), out).expect("concat shape")
+            }
+        }
     }
 
     fn slice(&self, x: &Array2<F>, axis: Axis, start: usize, end: usize) -> Array2<F> {

@@ -293,11 +293,30 @@ fn gather_block<F: Float, V: Fn(usize) -> F, const FUSED: bool>(
     indices: &[u32],
     value: &V,
 ) {
+    const LANES: usize = 16;
+    let full = width / LANES * LANES;
     for (k, o) in chunk.chunks_exact_mut(width).enumerate() {
         let i = first + k;
-        for p in indptr[i]..indptr[i + 1] {
-            let j = indices[p] as usize;
-            axpy::<F, FUSED>(o, value(p), &x[j * width..(j + 1) * width]);
+        let (a, b) = (indptr[i], indptr[i + 1]);
+        // Columns in blocks of 16 accumulate in registers.
+        for c in (0..full).step_by(LANES) {
+            let mut acc = [F::zero(); LANES];
+            for p in a..b {
+                let j = indices[p] as usize;
+                let src: &[F; LANES] = x[j * width + c..j * width + c + LANES].try_into().expect("16 lanes");
+                let v = value(p);
+                for l in 0..LANES {
+                    acc[l] = if FUSED { v.mul_add(src[l], acc[l]) } else { acc[l] + v * src[l] };
+                }
+            }
+            o[c..c + LANES].copy_from_slice(&acc);
+        }
+        if full < width {
+            let o = &mut o[full..];
+            for p in a..b {
+                let j = indices[p] as usize;
+                axpy::<F, FUSED>(o, value(p), &x[j * width + full..(j + 1) * width]);
+            }
         }
     }
 }
