@@ -381,12 +381,28 @@ fn scatter_block<F: Float, const FUSED: bool>(
     indices: &[u32],
     data: &[F],
 ) {
+    const LANES: usize = 16;
+    let full = width / LANES * LANES;
     for i in range {
-        let xi = &x[i * width..(i + 1) * width];
         let (a, b) = (indptr[i], indptr[i + 1]);
-        for (&j, &v) in indices[a..b].iter().zip(&data[a..b]) {
-            let j = j as usize;
-            axpy::<F, FUSED>(&mut acc[j * width..(j + 1) * width], v, xi);
+        // Blocks of 16 columns of `x[i]` stay in registers.
+        for c in (0..full).step_by(LANES) {
+            let xi: [F; LANES] = x[i * width + c..i * width + c + LANES].try_into().expect("16 lanes");
+            for (&j, &v) in indices[a..b].iter().zip(&data[a..b]) {
+                let j = j as usize;
+                let o: &mut [F; LANES] =
+                    (&mut acc[j * width + c..j * width + c + LANES]).try_into().expect("16 lanes");
+                for l in 0..LANES {
+                    o[l] = if FUSED { v.mul_add(xi[l], o[l]) } else { o[l] + v * xi[l] };
+                }
+            }
+        }
+        if full < width {
+            let xi = &x[i * width + full..(i + 1) * width];
+            for (&j, &v) in indices[a..b].iter().zip(&data[a..b]) {
+                let j = j as usize;
+                axpy::<F, FUSED>(&mut acc[j * width + full..(j + 1) * width], v, xi);
+            }
         }
     }
 }
