@@ -1,0 +1,146 @@
+//! Standard layers: gradient checks (f64, central differences), reference
+//! values and error paths.
+
+use hdgcn::autograd::gradcheck::check_params;
+use hdgcn::autograd::{Index, Param, Tape};
+use hdgcn::backend::Cpu;
+use hdgcn::nn::{Activation, Dropout, Embedding, Features, LayerNorm, Linear, Mlp, Module};
+use ndarray::Array2;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+type C = Cpu<f64>;
+
+fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
+    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.0..1.0))
+}
+
+/// A scalar that depends on every output entry differently.
+fn loss(t: &Tape<C>, y: &hdgcn::autograd::Var<C>, w: &Array2<f64>) -> hdgcn::Result<hdgcn::autograd::Var<C>> {
+    y.tanh().mul(&t.constant(w.clone()))?.sum_all().add(&y.square().mean_all())
+}
+
+#[test]
+fn linear_matches_dense_formula_and_gradients() {
+    let mut rng = StdRng::seed_from_u64(1);
+    let cpu = C::new();
+    let lin = Linear::new(&cpu, 5, 3, true, &mut rng).unwrap();
+    let x = rand_mat(&mut rng, 4, 5);
+    let t = Tape::inference(&cpu);
+    let y = lin.forward(&Features::Dense(t.constant(x.clone()))).unwrap().to_array();
+    let expect = x.dot(&lin.weight.to_array()) + &lin.bias.as_ref().unwrap().to_array();
+    assert!((&y - &expect).iter().all(|d| d.abs() < 1e-14));
+    let w = rand_mat(&mut rng, 4, 3);
+    let r = check_params(
+        &lin.named_params(),
+        |t| loss(t, &lin.forward(&Features::Dense(t.constant(x.clone())))?, &w),
+        1e-6,
+    )
+    .unwrap();
+    assert!(r.max_error < 1e-7, "{r:?}");
+    assert_eq!(
+        lin.named_params().iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["weight", "bias"]
+    );
+}
+
+#[test]
+fn layer_norm_matches_torch_definition_and_gradients() {
+    let mut rng = StdRng::seed_from_u64(2);
+    let cpu = C::new();
+    let ln = LayerNorm::new(&cpu, 6, 1e-5).unwrap();
+    ln.weight.set(rand_mat(&mut rng, 1, 6));
+    ln.bias.set(rand_mat(&mut rng, 1, 6));
+    let x = rand_mat(&mut rng, 3, 6);
+    let t = Tape::inference(&cpu);
+    let y = ln.forward(&t.constant(x.clone())).unwrap().to_array();
+    for i in 0..3 {
+        let row = x.row(i);
+        let mean = row.sum() / 6.0;
+        let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / 6.0;
+        for j in 0..6 {
+            let e = (x[[i, j]] - mean) / (var + 1e-5).sqrt() * ln.weight.to_array()[[0, j]]
+                + ln.bias.to_array()[[0, j]];
+            assert!((y[[i, j]] - e).abs() < 1e-12);
+        }
+    }
+    let w = rand_mat(&mut rng, 3, 6);
+    let r = check_params(&ln.named_params(), |t| loss(t, &ln.forward(&t.constant(x.clone()))?, &w), 1e-6).unwrap();
+    assert!(r.max_error < 1e-7, "{r:?}");
+    assert!(LayerNorm::new(&cpu, 0, 1e-5).is_err());
+    assert!(LayerNorm::new(&cpu, 3, f64::NAN).is_err());
+    let bad = t.constant(Array2::zeros((2, 5)));
+    assert!(ln.forward(&bad).is_err());
+}
+
+#[test]
+fn mlp_gradients_with_dropout_and_sparse_input() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let cpu = C::new();
+    let mlp = Mlp::new(&cpu, &[4, 7, 2], Activation::Elu(1.0), 0.3, &mut rng).unwrap();
+    let names: Vec<String> = mlp.named_params().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["lins.0.weight", "lins.0.bias", "lins.1.weight", "lins.1.bias"]);
+    let x = rand_mat(&mut rng, 5, 4).mapv(|v| if v.abs() < 0.3 { 0.0 } else { v });
+    let xs = hdgcn::autograd::SparseMatrix::from_csmat(&cpu, &sprs::CsMat::csr_from_dense(x.view(), 0.0)).unwrap();
+    let w = rand_mat(&mut rng, 5, 2);
+    for sparse in [false, true] {
+        let r = check_params(
+            &mlp.named_params(),
+            |t| {
+                let f = if sparse { Features::Sparse(xs.clone()) } else { Features::Dense(t.constant(x.clone())) };
+                loss(t, &mlp.forward(t, &f)?, &w)
+            },
+            1e-6,
+        )
+        .unwrap();
+        assert!(r.max_error < 1e-7, "sparse={sparse}: {r:?}");
+    }
+    assert!(Mlp::<C>::new(&cpu, &[4], Activation::Relu, 0.0, &mut rng).is_err());
+}
+
+#[test]
+fn embedding_gathers_rows_and_accumulates_repeated_tokens() {
+    let mut rng = StdRng::seed_from_u64(4);
+    let cpu = C::new();
+    let emb = Embedding::new(&cpu, 6, 3, &mut rng).unwrap();
+    let idx = Index::new(&cpu, &[2, 5, 2, 0]).unwrap();
+    let t = Tape::inference(&cpu);
+    let y = emb.forward(&t, &idx).unwrap().to_array();
+    let table = emb.weight.to_array();
+    for (r, &i) in [2usize, 5, 2, 0].iter().enumerate() {
+        assert_eq!(y.row(r), table.row(i));
+    }
+    let w = rand_mat(&mut rng, 4, 3);
+    let r = check_params(&emb.named_params(), |t| loss(t, &emb.forward(t, &idx)?, &w), 1e-6).unwrap();
+    assert!(r.max_error < 1e-7, "{r:?}");
+    let bad = Index::new(&cpu, &[6]).unwrap();
+    assert!(emb.forward(&t, &bad).is_err());
+    assert!(Embedding::<C>::new(&cpu, 0, 3, &mut rng).is_err());
+    let mut nan = Array2::zeros((2, 2));
+    nan[[1, 1]] = f64::NAN;
+    assert!(Embedding::<C>::from_array(&cpu, &nan).is_err());
+}
+
+#[test]
+fn dropout_module_follows_train_eval_mode_and_keeps_expectation() {
+    let cpu = C::new();
+    let mut d = Dropout::new(0.5).unwrap();
+    let t = Tape::with_seed(&cpu, 3);
+    let x = t.constant(Array2::from_elem((200, 50), 1.0));
+    let y = d.forward(&x).unwrap().to_array();
+    let zeros = y.iter().filter(|&&v| v == 0.0).count() as f64 / y.len() as f64;
+    assert!((zeros - 0.5).abs() < 0.03, "dropped fraction {zeros}");
+    assert!(y.iter().all(|&v| v == 0.0 || v == 2.0));
+    <Dropout as Module<C>>::set_training(&mut d, false);
+    assert_eq!(d.forward(&x).unwrap().to_array(), x.to_array());
+    assert!(Dropout::new(1.0).is_err() && Dropout::new(-0.1).is_err());
+}
+
+#[test]
+fn params_are_shared_handles() {
+    let cpu = C::new();
+    let p = Param::from_array(&cpu, &Array2::zeros((1, 1)));
+    let q = p.clone();
+    q.set(Array2::from_elem((1, 1), 3.0));
+    assert_eq!(p.to_array()[[0, 0]], 3.0);
+    assert_eq!(p.id(), q.id());
+}
