@@ -15,8 +15,15 @@ fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
 }
 
 /// A scalar that depends on every output entry differently.
-fn loss(t: &Tape<C>, y: &hdgcn::autograd::Var<C>, w: &Array2<f64>) -> hdgcn::Result<hdgcn::autograd::Var<C>> {
-    y.tanh().mul(&t.constant(w.clone()))?.sum_all().add(&y.square().mean_all())
+fn loss(
+    t: &Tape<C>,
+    y: &hdgcn::autograd::Var<C>,
+    w: &Array2<f64>,
+) -> hdgcn::Result<hdgcn::autograd::Var<C>> {
+    y.tanh()
+        .mul(&t.constant(w.clone()))?
+        .sum_all()
+        .add(&y.square().mean_all())
 }
 
 #[test]
@@ -26,19 +33,31 @@ fn linear_matches_dense_formula_and_gradients() {
     let lin = Linear::new(&cpu, 5, 3, true, &mut rng).unwrap();
     let x = rand_mat(&mut rng, 4, 5);
     let t = Tape::inference(&cpu);
-    let y = lin.forward(&Features::Dense(t.constant(x.clone()))).unwrap().to_array();
+    let y = lin
+        .forward(&Features::Dense(t.constant(x.clone())))
+        .unwrap()
+        .to_array();
     let expect = x.dot(&lin.weight.to_array()) + &lin.bias.as_ref().unwrap().to_array();
     assert!((&y - &expect).iter().all(|d| d.abs() < 1e-14));
     let w = rand_mat(&mut rng, 4, 3);
     let r = check_params(
         &lin.named_params(),
-        |t| loss(t, &lin.forward(&Features::Dense(t.constant(x.clone())))?, &w),
+        |t| {
+            loss(
+                t,
+                &lin.forward(&Features::Dense(t.constant(x.clone())))?,
+                &w,
+            )
+        },
         1e-6,
     )
     .unwrap();
     assert!(r.max_error < 1e-7, "{r:?}");
     assert_eq!(
-        lin.named_params().iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        lin.named_params()
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
         ["weight", "bias"]
     );
 }
@@ -64,7 +83,12 @@ fn layer_norm_matches_torch_definition_and_gradients() {
         }
     }
     let w = rand_mat(&mut rng, 3, 6);
-    let r = check_params(&ln.named_params(), |t| loss(t, &ln.forward(&t.constant(x.clone()))?, &w), 1e-6).unwrap();
+    let r = check_params(
+        &ln.named_params(),
+        |t| loss(t, &ln.forward(&t.constant(x.clone()))?, &w),
+        1e-6,
+    )
+    .unwrap();
     assert!(r.max_error < 1e-7, "{r:?}");
     assert!(LayerNorm::new(&cpu, 0, 1e-5).is_err());
     assert!(LayerNorm::new(&cpu, 3, f64::NAN).is_err());
@@ -78,15 +102,31 @@ fn mlp_gradients_with_dropout_and_sparse_input() {
     let cpu = C::new();
     let mlp = Mlp::new(&cpu, &[4, 7, 2], Activation::Elu(1.0), 0.3, &mut rng).unwrap();
     let names: Vec<String> = mlp.named_params().into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, ["lins.0.weight", "lins.0.bias", "lins.1.weight", "lins.1.bias"]);
+    assert_eq!(
+        names,
+        [
+            "lins.0.weight",
+            "lins.0.bias",
+            "lins.1.weight",
+            "lins.1.bias"
+        ]
+    );
     let x = rand_mat(&mut rng, 5, 4).mapv(|v| if v.abs() < 0.3 { 0.0 } else { v });
-    let xs = hdgcn::autograd::SparseMatrix::from_csmat(&cpu, &sprs::CsMat::csr_from_dense(x.view(), 0.0)).unwrap();
+    let xs = hdgcn::autograd::SparseMatrix::from_csmat(
+        &cpu,
+        &sprs::CsMat::csr_from_dense(x.view(), 0.0),
+    )
+    .unwrap();
     let w = rand_mat(&mut rng, 5, 2);
     for sparse in [false, true] {
         let r = check_params(
             &mlp.named_params(),
             |t| {
-                let f = if sparse { Features::Sparse(xs.clone()) } else { Features::Dense(t.constant(x.clone())) };
+                let f = if sparse {
+                    Features::Sparse(xs.clone())
+                } else {
+                    Features::Dense(t.constant(x.clone()))
+                };
                 loss(t, &mlp.forward(t, &f)?, &w)
             },
             1e-6,
@@ -110,7 +150,12 @@ fn embedding_gathers_rows_and_accumulates_repeated_tokens() {
         assert_eq!(y.row(r), table.row(i));
     }
     let w = rand_mat(&mut rng, 4, 3);
-    let r = check_params(&emb.named_params(), |t| loss(t, &emb.forward(t, &idx)?, &w), 1e-6).unwrap();
+    let r = check_params(
+        &emb.named_params(),
+        |t| loss(t, &emb.forward(t, &idx)?, &w),
+        1e-6,
+    )
+    .unwrap();
     assert!(r.max_error < 1e-7, "{r:?}");
     let bad = Index::new(&cpu, &[6]).unwrap();
     assert!(emb.forward(&t, &bad).is_err());

@@ -411,7 +411,11 @@ impl<B: Backend> Var<B> {
         }
         let v = self.backend().slice(&self.value, axis, start, end);
         Ok(self.rec(
-            Op::Slice { x: self.id(), axis, start },
+            Op::Slice {
+                x: self.id(),
+                axis,
+                start,
+            },
             v,
             &[self],
         ))

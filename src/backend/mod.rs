@@ -216,7 +216,13 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     fn add_assign(&self, acc: &mut Self::Tensor, t: &Self::Tensor);
     /// Adds `src` into the rows (`Axis::Rows`) or columns of `acc` starting
     /// at `start`, in place: the backward of [`Backend::slice`].
-    fn slice_add_assign(&self, acc: &mut Self::Tensor, src: &Self::Tensor, axis: Axis, start: usize);
+    fn slice_add_assign(
+        &self,
+        acc: &mut Self::Tensor,
+        src: &Self::Tensor,
+        axis: Axis,
+        start: usize,
+    );
     /// Sums `t` over broadcast axes down to `rows x cols` (each of which is
     /// either `t`'s size or 1). The backward of broadcasting.
     fn sum_to(&self, t: &Self::Tensor, rows: usize, cols: usize) -> Self::Tensor;

@@ -32,7 +32,14 @@ pub fn keep(seed: u64, i: u32, p: f32) -> bool {
 /// Writes `scale` where [`keep`]`(seed, start + k, p)` holds and 0 elsewhere,
 /// for every `k` in `0..out.len()`, multiplied by `src[k]` when given.
 /// Branch-free, so it vectorises (with AVX2 where the CPU has it).
-pub fn fill_mask<F: crate::Float>(out: &mut [F], src: Option<&[F]>, start: u32, seed: u64, p: f32, scale: F) {
+pub fn fill_mask<F: crate::Float>(
+    out: &mut [F],
+    src: Option<&[F]>,
+    start: u32,
+    seed: u64,
+    p: f32,
+    scale: F,
+) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2 (checked at run time).
@@ -44,22 +51,44 @@ pub fn fill_mask<F: crate::Float>(out: &mut [F], src: Option<&[F]>, start: u32, 
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn fill_mask_avx2<F: crate::Float>(out: &mut [F], src: Option<&[F]>, start: u32, seed: u64, p: f32, scale: F) {
+fn fill_mask_avx2<F: crate::Float>(
+    out: &mut [F],
+    src: Option<&[F]>,
+    start: u32,
+    seed: u64,
+    p: f32,
+    scale: F,
+) {
     fill_mask_body(out, src, start, seed, p, scale)
 }
 
 #[inline(always)]
-fn fill_mask_body<F: crate::Float>(out: &mut [F], src: Option<&[F]>, start: u32, seed: u64, p: f32, scale: F) {
+fn fill_mask_body<F: crate::Float>(
+    out: &mut [F],
+    src: Option<&[F]>,
+    start: u32,
+    seed: u64,
+    p: f32,
+    scale: F,
+) {
     let zero = F::zero();
     match src {
         None => {
             for (k, o) in out.iter_mut().enumerate() {
-                *o = if keep(seed, start.wrapping_add(k as u32), p) { scale } else { zero };
+                *o = if keep(seed, start.wrapping_add(k as u32), p) {
+                    scale
+                } else {
+                    zero
+                };
             }
         }
         Some(src) => {
             for (k, (o, &s)) in out.iter_mut().zip(src).enumerate() {
-                let m = if keep(seed, start.wrapping_add(k as u32), p) { scale } else { zero };
+                let m = if keep(seed, start.wrapping_add(k as u32), p) {
+                    scale
+                } else {
+                    zero
+                };
                 *o = s * m;
             }
         }
@@ -91,11 +120,25 @@ mod tests {
         let src: Vec<f64> = (0..1000).map(|i| i as f64).collect();
         fill_mask(&mut out, None, 77, 9, 0.3, 2.0);
         for (k, &o) in out.iter().enumerate() {
-            assert_eq!(o, if keep(9, 77 + k as u32, 0.3) { 2.0 } else { 0.0 });
+            assert_eq!(
+                o,
+                if keep(9, 77 + k as u32, 0.3) {
+                    2.0
+                } else {
+                    0.0
+                }
+            );
         }
         fill_mask(&mut out, Some(&src), 5, 9, 0.3, 2.0);
         for (k, &o) in out.iter().enumerate() {
-            assert_eq!(o, if keep(9, 5 + k as u32, 0.3) { 2.0 * k as f64 } else { 0.0 });
+            assert_eq!(
+                o,
+                if keep(9, 5 + k as u32, 0.3) {
+                    2.0 * k as f64
+                } else {
+                    0.0
+                }
+            );
         }
     }
 

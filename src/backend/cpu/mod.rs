@@ -146,7 +146,10 @@ impl<F: Float> Backend for Cpu<F> {
                 for (mut a, b) in acc.rows_mut().into_iter().zip(src.rows()) {
                     let a = a.as_slice_mut().expect("standard layout");
                     let b = b.to_slice().expect("standard layout");
-                    a[start..start + w].iter_mut().zip(b).for_each(|(a, &b)| *a += b);
+                    a[start..start + w]
+                        .iter_mut()
+                        .zip(b)
+                        .for_each(|(a, &b)| *a += b);
                 }
             }
         }
@@ -200,7 +203,9 @@ impl<F: Float> Backend for Cpu<F> {
         let scale = F::from_f64_lossy(1.0 / (1.0 - p));
         let pf = p as f32;
         let mut out = vec![F::zero(); rows * cols];
-        let fill = |(c, chunk): (usize, &mut [F])| rng::fill_mask(chunk, None, (c * 8192) as u32, seed, pf, scale);
+        let fill = |(c, chunk): (usize, &mut [F])| {
+            rng::fill_mask(chunk, None, (c * 8192) as u32, seed, pf, scale)
+        };
         if out.len() >= 4 * sparse::PAR_THRESHOLD {
             out.par_chunks_mut(8192).enumerate().for_each(fill);
         } else {
@@ -213,7 +218,10 @@ impl<F: Float> Backend for Cpu<F> {
         match axis {
             Axis::Rows => {
                 let views: Vec<ArrayView2<'_, F>> = parts.iter().map(|p| p.view()).collect();
-                std_layout(ndarray::concatenate(NdAxis(0), &views).expect("concat shapes checked by caller"))
+                std_layout(
+                    ndarray::concatenate(NdAxis(0), &views)
+                        .expect("concat shapes checked by caller"),
+                )
             }
             Axis::Cols => {
                 let rows = parts.first().map_or(0, |p| p.nrows());

@@ -124,7 +124,14 @@ impl<F: Float> CpuCsr<F> {
         let src = &self.data[..];
         let fill = |(c, chunk): (usize, &mut [F])| {
             let start = c * 8192;
-            rng::fill_mask(chunk, Some(&src[start..start + chunk.len()]), start as u32, seed, pf, scale)
+            rng::fill_mask(
+                chunk,
+                Some(&src[start..start + chunk.len()]),
+                start as u32,
+                seed,
+                pf,
+                scale,
+            )
         };
         if data.len() >= 4 * PAR_THRESHOLD {
             data.par_chunks_mut(8192).enumerate().for_each(fill);
@@ -303,10 +310,16 @@ fn gather_block<F: Float, V: Fn(usize) -> F, const FUSED: bool>(
             let mut acc = [F::zero(); LANES];
             for p in a..b {
                 let j = indices[p] as usize;
-                let src: &[F; LANES] = x[j * width + c..j * width + c + LANES].try_into().expect("16 lanes");
+                let src: &[F; LANES] = x[j * width + c..j * width + c + LANES]
+                    .try_into()
+                    .expect("16 lanes");
                 let v = value(p);
                 for l in 0..LANES {
-                    acc[l] = if FUSED { v.mul_add(src[l], acc[l]) } else { acc[l] + v * src[l] };
+                    acc[l] = if FUSED {
+                        v.mul_add(src[l], acc[l])
+                    } else {
+                        acc[l] + v * src[l]
+                    };
                 }
             }
             o[c..c + LANES].copy_from_slice(&acc);
@@ -387,13 +400,20 @@ fn scatter_block<F: Float, const FUSED: bool>(
         let (a, b) = (indptr[i], indptr[i + 1]);
         // Blocks of 16 columns of `x[i]` stay in registers.
         for c in (0..full).step_by(LANES) {
-            let xi: [F; LANES] = x[i * width + c..i * width + c + LANES].try_into().expect("16 lanes");
+            let xi: [F; LANES] = x[i * width + c..i * width + c + LANES]
+                .try_into()
+                .expect("16 lanes");
             for (&j, &v) in indices[a..b].iter().zip(&data[a..b]) {
                 let j = j as usize;
-                let o: &mut [F; LANES] =
-                    (&mut acc[j * width + c..j * width + c + LANES]).try_into().expect("16 lanes");
+                let o: &mut [F; LANES] = (&mut acc[j * width + c..j * width + c + LANES])
+                    .try_into()
+                    .expect("16 lanes");
                 for l in 0..LANES {
-                    o[l] = if FUSED { v.mul_add(xi[l], o[l]) } else { o[l] + v * xi[l] };
+                    o[l] = if FUSED {
+                        v.mul_add(xi[l], o[l])
+                    } else {
+                        o[l] + v * xi[l]
+                    };
                 }
             }
         }
