@@ -189,3 +189,24 @@ fn params_are_shared_handles() {
     assert_eq!(p.to_array()[[0, 0]], 3.0);
     assert_eq!(p.id(), q.id());
 }
+
+#[test]
+fn parameters_set_from_transposed_arrays_work_everywhere() {
+    use hdgcn::backend::Axis;
+    use hdgcn::optim::{AdamConfig, Optimizer};
+    let cpu = C::new();
+    let mut rng = StdRng::seed_from_u64(9);
+    // A Fortran-order (transposed view) value: kernels must not assume row-major storage.
+    let w_t = rand_mat(&mut rng, 3, 4).reversed_axes();
+    let p = Param::from_array(&cpu, &Array2::zeros((4, 3)));
+    p.set(w_t.clone());
+    let t = Tape::new(&cpu);
+    let wv = t.param(&p);
+    let cat = hdgcn::autograd::Var::concat(&[&wv, &wv], Axis::Cols).unwrap();
+    assert_eq!(cat.slice(Axis::Cols, 3, 6).unwrap().to_array(), w_t);
+    let grads = cat.slice(Axis::Cols, 0, 3).unwrap().square().sum_all().backward().unwrap();
+    assert_eq!(grads.get(&p).unwrap(), &(w_t.clone() * 2.0));
+    let mut opt = AdamConfig::default().lr(0.1).build::<C>().unwrap();
+    opt.step(std::slice::from_ref(&p), &grads).unwrap();
+    assert!(p.to_array().iter().zip(w_t.iter()).all(|(a, b)| a != b));
+}

@@ -142,15 +142,8 @@ impl<F: Float> Backend for Cpu<F> {
                 view += src;
             }
             Axis::Cols => {
-                let w = src.ncols();
-                for (mut a, b) in acc.rows_mut().into_iter().zip(src.rows()) {
-                    let a = a.as_slice_mut().expect("standard layout");
-                    let b = b.to_slice().expect("standard layout");
-                    a[start..start + w]
-                        .iter_mut()
-                        .zip(b)
-                        .for_each(|(a, &b)| *a += b);
-                }
+                let mut view = acc.slice_mut(s![.., start..start + src.ncols()]);
+                view += src;
             }
         }
     }
@@ -229,7 +222,11 @@ impl<F: Float> Backend for Cpu<F> {
                 let mut out = Vec::with_capacity(rows * cols);
                 for i in 0..rows {
                     for p in parts {
-                        out.extend_from_slice(p.row(i).to_slice().expect("standard layout"));
+                        let row = p.row(i);
+                        match row.to_slice() {
+                            Some(r) => out.extend_from_slice(r),
+                            None => out.extend(row.iter().copied()),
+                        }
                     }
                 }
                 Array2::from_shape_vec((rows, cols), out).expect("concat shape")
@@ -367,16 +364,21 @@ impl<F: Float> Backend for Cpu<F> {
         grad: &Array2<F>,
         slots: &mut [Array2<F>],
     ) {
-        let p = param
-            .as_slice_mut()
-            .expect("parameters are standard layout");
-        let g = grad.as_slice().expect("gradients are standard layout");
+        // Tensors set from user arrays may have any memory order.
+        if !param.is_standard_layout() {
+            *param = std_layout(param.clone());
+        }
+        for t in slots.iter_mut() {
+            if !t.is_standard_layout() {
+                *t = std_layout(t.clone());
+            }
+        }
+        let g = grad.as_standard_layout();
+        let p = param.as_slice_mut().expect("standard layout ensured above");
+        let g = g.as_slice().expect("standard layout ensured above");
         let mut s: Vec<&mut [F]> = slots
             .iter_mut()
-            .map(|t| {
-                t.as_slice_mut()
-                    .expect("optimiser state is standard layout")
-            })
+            .map(|t| t.as_slice_mut().expect("standard layout ensured above"))
             .collect();
         crate::optim::kernels::update_slices(rule, step, p, g, &mut s);
     }
