@@ -1,0 +1,243 @@
+//! `HdChebConv`: the high-order dynamic Chebyshev layer of HDGCN.
+
+use rand::Rng;
+
+use super::{DeviceGraph, GcnConv, GraphConv, check_input};
+use crate::autograd::{Tape, Var};
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::nn::{Activation, Dropout, Features, LayerNorm, Linear, Module, ParamVisitor};
+
+/// The node-to-node transition `T_k` of an HD unit.
+///
+/// HDGCN's dynamic transition is a learned row-stochastic matrix applied in
+/// `O(N M h)` (MVCAttn); the static ablation is `Â²`. Any type implementing
+/// this trait can be used, which is how a user plugs in another transition.
+pub trait Transition<B: Backend>: Module<B> {
+    /// Applies the transition to node states `z` (`N x h` to `N x h`).
+    fn apply(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, z: &Var<B>) -> Result<Var<B>>;
+}
+
+/// The static transition `T(Z) = Â² Z` (paper's ablation "HDGCN-static"),
+/// computed as two sparse products with the cached GCN operator.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StaticTransition;
+
+impl<B: Backend> Module<B> for StaticTransition {
+    fn visit_params(&self, _v: &mut ParamVisitor<'_, B>) {}
+}
+
+impl<B: Backend> Transition<B> for StaticTransition {
+    fn apply(&self, _tape: &Tape<B>, graph: &DeviceGraph<B>, z: &Var<B>) -> Result<Var<B>> {
+        let a = graph.gcn_operator()?;
+        a.matmul(&a.matmul(z)?)
+    }
+}
+
+/// Hyper-parameters of [`HdChebConv`] (hdgcn-math.md §3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HdChebConfig {
+    /// Input width.
+    pub in_channels: usize,
+    /// Hidden (and output) width `h` (64 in the paper).
+    pub hidden: usize,
+    /// Chebyshev order `K`, even and at least 2 (6 in the paper): `K / 2` HD units.
+    pub k: usize,
+    /// Non-linearity σ (ReLU by default).
+    pub activation: Activation,
+    /// Dropout on the layer input and on every `Z_k`.
+    pub dropout: f64,
+    /// LayerNorm epsilon.
+    pub layer_norm_eps: f64,
+}
+
+impl HdChebConfig {
+    /// Defaults: ReLU, dropout 0.5, LayerNorm eps 1e-5.
+    pub fn new(in_channels: usize, hidden: usize, k: usize) -> Self {
+        HdChebConfig {
+            in_channels,
+            hidden,
+            k,
+            activation: Activation::Relu,
+            dropout: 0.5,
+            layer_norm_eps: 1e-5,
+        }
+    }
+
+    /// Checks the configuration: positive widths, `K` even and `>= 2`,
+    /// dropout in `[0, 1)`.
+    pub fn validate(&self) -> Result<()> {
+        crate::nn::check_dims(self.in_channels, self.hidden)?;
+        if self.k == 0 || self.k % 2 == 1 {
+            return Err(Error::InvalidConfig(format!(
+                "HdChebConv needs an even K >= 2 (K/2 HD units), got K = {}",
+                self.k
+            )));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(Error::InvalidConfig(format!(
+                "dropout must be in [0, 1), got {}",
+                self.dropout
+            )));
+        }
+        Ok(())
+    }
+
+    /// Builds the layer with one transition per HD unit, made by `transition(k)`
+    /// for `k = 1..=K/2`.
+    pub fn build<B, T, R, F>(
+        &self,
+        backend: &B,
+        rng: &mut R,
+        mut transition: F,
+    ) -> Result<HdChebConv<B, T>>
+    where
+        B: Backend,
+        T: Transition<B>,
+        R: Rng + ?Sized,
+        F: FnMut(usize, &mut R) -> Result<T>,
+    {
+        self.validate()?;
+        let h = self.hidden;
+        let prime = GcnConv::new(backend, self.in_channels, h, rng)?;
+        let mut units = Vec::with_capacity(self.k / 2);
+        for k in 1..=self.k / 2 {
+            let transition = transition(k, rng)?;
+            let wd = Linear::glorot(backend, h, h, false, rng)?;
+            let conv = GcnConv::new(backend, h, h, rng)?;
+            units.push(HdUnit {
+                transition,
+                wd,
+                conv,
+            });
+        }
+        Ok(HdChebConv {
+            config: self.clone(),
+            prime,
+            units,
+            norm: LayerNorm::new(backend, h, self.layer_norm_eps)?,
+            dropout: Dropout::new(self.dropout)?,
+        })
+    }
+
+    /// Builds the static variant (`T_k = Â²`, "HDGCN-static").
+    pub fn build_static<B: Backend, R: Rng + ?Sized>(
+        &self,
+        backend: &B,
+        rng: &mut R,
+    ) -> Result<HdChebConv<B, StaticTransition>> {
+        self.build(backend, rng, |_, _| Ok(StaticTransition))
+    }
+}
+
+/// One HD-ChebNet unit: `Z_k = T_k(Z_{k-1}) Wd_k`, `Ẑ_k = σ(Â Z_k W_k + b_k)`.
+#[derive(Debug, Clone)]
+pub struct HdUnit<B: Backend, T> {
+    /// The transition `T_k`.
+    pub transition: T,
+    /// `Wd_k` (`h x h`, no bias).
+    pub wd: Linear<B>,
+    /// `Â · W_k + b_k`.
+    pub conv: GcnConv<B>,
+}
+
+/// High-order dynamic Chebyshev convolution (HDGCN, Jiang et al. 2021, §3):
+///
+/// ```text
+/// Z0 = σ(Â X W0 + b0)                                  prime ChebNet
+/// Z_k = T_k(Z_{k-1}) Wd_k,  Ẑ_k = σ(Â Z_k W_k + b_k)    k = 1 .. K/2
+/// H  = LayerNorm(Z0 + Σ_k Ẑ_k)
+/// ```
+///
+/// Each unit takes the previous unit's transition output (`Z0` for the
+/// first). The transition is [`StaticTransition`] (`Â²`) or a learned one
+/// such as MVCAttn. Dropout applies to the layer input and to every `Z_k`.
+///
+/// Parameters: `prime.*`, `units.{i}.transition.*`, `units.{i}.wd.weight`,
+/// `units.{i}.conv.*`, `norm.weight`, `norm.bias`.
+///
+/// ```
+/// use hdgcn::autograd::Tape;
+/// use hdgcn::backend::Cpu;
+/// use hdgcn::conv::{DeviceGraph, GraphConv, HdChebConfig};
+/// use hdgcn::graph::Graph;
+/// use rand::SeedableRng;
+/// let cpu = Cpu::<f64>::new();
+/// let g = DeviceGraph::new(&cpu, Graph::from_edges(3, &[(0, 1), (1, 0), (1, 2), (2, 1)]).unwrap());
+/// let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+/// let conv = HdChebConfig::new(4, 8, 6).build_static(&cpu, &mut rng).unwrap();
+/// let tape = Tape::inference(&cpu);
+/// let y = conv.forward(&tape, &g, &tape.constant_array(&ndarray::Array2::ones((3, 4))).into()).unwrap();
+/// assert_eq!(y.shape(), (3, 8));
+/// ```
+#[derive(Debug, Clone)]
+pub struct HdChebConv<B: Backend, T> {
+    config: HdChebConfig,
+    /// The prime ChebNet `σ(Â X W0 + b0)`.
+    pub prime: GcnConv<B>,
+    /// The `K / 2` HD units.
+    pub units: Vec<HdUnit<B, T>>,
+    /// LayerNorm of the sum.
+    pub norm: LayerNorm<B>,
+    /// Dropout on the input and on every `Z_k`.
+    pub dropout: Dropout,
+}
+
+impl<B: Backend, T: Transition<B>> HdChebConv<B, T> {
+    /// The configuration.
+    pub fn config(&self) -> &HdChebConfig {
+        &self.config
+    }
+}
+
+impl<B: Backend, T: Transition<B>> GraphConv<B> for HdChebConv<B, T> {
+    fn in_channels(&self) -> usize {
+        self.config.in_channels
+    }
+
+    fn out_channels(&self) -> usize {
+        self.config.hidden
+    }
+
+    fn forward(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, x: &Features<B>) -> Result<Var<B>> {
+        check_input("HdChebConv", graph, x, self.config.in_channels)?;
+        let act = self.config.activation;
+        let x = self.dropout.forward_features(tape, x)?;
+        let z0 = act.apply(&self.prime.forward(tape, graph, &x)?);
+        let mut sum = z0.clone();
+        let mut prev = z0;
+        for unit in &self.units {
+            let t = unit.transition.apply(tape, graph, &prev)?;
+            let zk = self
+                .dropout
+                .forward(&unit.wd.forward(&Features::Dense(t))?)?;
+            let zk_hat = act.apply(&unit.conv.forward(
+                tape,
+                graph,
+                &Features::Dense(zk.clone()),
+            )?);
+            sum = sum.add(&zk_hat)?;
+            prev = zk;
+        }
+        self.norm.forward(&sum)
+    }
+}
+
+impl<B: Backend, T: Transition<B>> Module<B> for HdChebConv<B, T> {
+    fn visit_params(&self, v: &mut ParamVisitor<'_, B>) {
+        v.child("prime", &self.prime);
+        for (i, u) in self.units.iter().enumerate() {
+            v.child(&format!("units.{i}.transition"), &u.transition);
+            v.child(&format!("units.{i}.wd"), &u.wd);
+            v.child(&format!("units.{i}.conv"), &u.conv);
+        }
+        v.child("norm", &self.norm);
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.dropout.set_training(training);
+        for u in &mut self.units {
+            u.transition.set_training(training);
+        }
+    }
+}

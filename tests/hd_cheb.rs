@@ -1,0 +1,142 @@
+//! HdChebConv (static variant): dense reference, gradient check, validation.
+
+use hdgcn::autograd::Tape;
+use hdgcn::autograd::gradcheck::check_params;
+use hdgcn::backend::Cpu;
+use hdgcn::conv::{DeviceGraph, GraphConv, HdChebConfig};
+use hdgcn::graph::Graph;
+use hdgcn::nn::{Activation, Module};
+use ndarray::{Array2, Axis};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+type C = Cpu<f64>;
+
+fn random_graph(rng: &mut StdRng, n: usize) -> Graph {
+    let mut edges = Vec::new();
+    for i in 0..n {
+        for j in i + 1..n {
+            if rng.random_bool(0.35) {
+                edges.push((i, j));
+                edges.push((j, i));
+            }
+        }
+    }
+    Graph::from_edges(n, &edges).unwrap()
+}
+
+fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
+    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.0..1.0))
+}
+
+fn dense_gcn(g: &Graph) -> Array2<f64> {
+    let a = g.adjacency().to_dense();
+    let n = a.nrows();
+    let ai = &a + &Array2::<f64>::eye(n);
+    let d: Vec<f64> = (0..n).map(|i| ai.row(i).sum()).collect();
+    Array2::from_shape_fn((n, n), |(i, j)| ai[[i, j]] / (d[i] * d[j]).sqrt())
+}
+
+fn relu(a: Array2<f64>) -> Array2<f64> {
+    a.mapv(|v| v.max(0.0))
+}
+
+#[test]
+fn static_variant_equals_dense_reference() {
+    let mut rng = StdRng::seed_from_u64(21);
+    let cpu = C::new();
+    for (n, k) in [(7, 2), (10, 6), (1, 4)] {
+        let g = random_graph(&mut rng, n);
+        let ah = dense_gcn(&g);
+        let mut cfg = HdChebConfig::new(3, 5, k);
+        cfg.dropout = 0.0;
+        let conv = cfg.build_static(&cpu, &mut rng).unwrap();
+        // Random biases and norm affine so that every parameter matters.
+        for (_, p) in conv.named_params() {
+            let (r, c) = p.shape();
+            if r == 1 {
+                p.set(rand_mat(&mut rng, r, c));
+            }
+        }
+        let x = rand_mat(&mut rng, n, 3);
+        let dg = DeviceGraph::new(&cpu, g);
+        let t = Tape::inference(&cpu);
+        let y = conv
+            .forward(&t, &dg, &t.constant(x.clone()).into())
+            .unwrap()
+            .to_array();
+
+        let gcn = |c: &hdgcn::conv::GcnConv<C>, h: &Array2<f64>| {
+            ah.dot(&h.dot(&c.lin.weight.to_array())) + &c.bias.as_ref().unwrap().to_array()
+        };
+        let z0 = relu(gcn(&conv.prime, &x));
+        let mut sum = z0.clone();
+        let mut prev = z0;
+        for u in &conv.units {
+            let zk = ah.dot(&ah.dot(&prev)).dot(&u.wd.weight.to_array());
+            sum = sum + relu(gcn(&u.conv, &zk));
+            prev = zk;
+        }
+        let mean = sum.mean_axis(Axis(1)).unwrap().insert_axis(Axis(1));
+        let cen = &sum - &mean;
+        let var = cen
+            .mapv(|v| v * v)
+            .mean_axis(Axis(1))
+            .unwrap()
+            .insert_axis(Axis(1));
+        let expect = cen / var.mapv(|v| (v + 1e-5).sqrt()) * conv.norm.weight.to_array()
+            + conv.norm.bias.to_array();
+        let err = (&y - &expect).mapv(f64::abs).fold(0.0f64, |m, &v| m.max(v));
+        assert!(err < 1e-12, "n={n} K={k}: max error {err}");
+        assert_eq!(conv.units.len(), k / 2);
+    }
+}
+
+#[test]
+fn static_variant_gradients_with_dropout() {
+    let mut rng = StdRng::seed_from_u64(22);
+    let cpu = C::new();
+    let g = random_graph(&mut rng, 6);
+    let mut cfg = HdChebConfig::new(3, 4, 4);
+    cfg.dropout = 0.3;
+    cfg.activation = Activation::Tanh; // smooth, so central differences are exact enough
+    let conv = cfg.build_static(&cpu, &mut rng).unwrap();
+    let dg = DeviceGraph::new(&cpu, g);
+    let x = rand_mat(&mut rng, 6, 3);
+    let w = rand_mat(&mut rng, 6, 4);
+    let r = check_params(
+        &conv.named_params(),
+        |t| {
+            let y = conv.forward(t, &dg, &t.constant(x.clone()).into())?;
+            y.mul(&t.constant(w.clone()))?
+                .sum_all()
+                .add(&y.square().mean_all())
+        },
+        1e-6,
+    )
+    .unwrap();
+    assert!(r.max_error < 1e-6, "{r:?}");
+    let names: Vec<String> = conv.named_params().into_iter().map(|(n, _)| n).collect();
+    assert!(
+        names.contains(&"units.1.wd.weight".to_string()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"norm.weight".to_string()));
+}
+
+#[test]
+fn invalid_configurations_are_errors() {
+    let cpu = C::new();
+    let mut rng = StdRng::seed_from_u64(0);
+    for (d, h, k) in [(3, 4, 0), (3, 4, 3), (0, 4, 2), (3, 0, 2)] {
+        assert!(
+            matches!(
+                HdChebConfig::new(d, h, k).build_static(&cpu, &mut rng),
+                Err(hdgcn::Error::InvalidConfig(_))
+            ),
+            "{d} {h} {k}"
+        );
+    }
+    let mut cfg = HdChebConfig::new(3, 4, 2);
+    cfg.dropout = 1.0;
+    assert!(cfg.build_static(&cpu, &mut rng).is_err());
+}
