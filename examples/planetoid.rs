@@ -30,12 +30,12 @@ struct Args {
     /// cora | citeseer | pubmed
     #[arg(long, default_value = "cora")]
     dataset: String,
-    /// gcn | cheb
+    /// gcn | cheb | hdgcn-static
     #[arg(long, default_value = "gcn")]
     model: String,
-    /// Chebyshev terms (cheb only).
-    #[arg(long, default_value_t = 3)]
-    k: usize,
+    /// Chebyshev terms (cheb: default 3) or order K (hdgcn*: even, default 6).
+    #[arg(long)]
+    k: Option<usize>,
     /// public | full (geom-gcn 60/20/20 splits; run r uses split r mod 10)
     #[arg(long, default_value = "public")]
     split: String,
@@ -50,9 +50,9 @@ struct Args {
     /// [default: none on the public split; 100 on the full split].
     #[arg(long)]
     patience: Option<usize>,
-    /// Hidden width.
-    #[arg(long, default_value_t = 16)]
-    hidden: usize,
+    /// Hidden width [default: 16; 64 for hdgcn models, as the paper].
+    #[arg(long)]
+    hidden: Option<usize>,
     /// Adam learning rate.
     #[arg(long, default_value_t = 0.01)]
     lr: f64,
@@ -90,12 +90,15 @@ fn main() {
 
 fn run(args: &Args) -> hdgcn::Result<()> {
     let model_kind = args.model.to_ascii_lowercase();
-    if !matches!(model_kind.as_str(), "gcn" | "cheb") {
+    if !matches!(model_kind.as_str(), "gcn" | "cheb" | "hdgcn-static") {
         return Err(hdgcn::Error::InvalidConfig(format!(
-            "unknown --model '{}' (gcn | cheb)",
+            "unknown --model '{}' (gcn | cheb | hdgcn-static)",
             args.model
         )));
     }
+    let hd = model_kind.starts_with("hdgcn");
+    let k = args.k.unwrap_or(if hd { 6 } else { 3 });
+    let hidden = args.hidden.unwrap_or(if hd { 64 } else { 16 });
     let split_kind = args.split.to_ascii_lowercase();
     if !matches!(split_kind.as_str(), "public" | "full") {
         return Err(hdgcn::Error::InvalidConfig(format!(
@@ -135,10 +138,11 @@ fn run(args: &Args) -> hdgcn::Result<()> {
             task.split = geom_gcn_split(&geom_gcn_dir(&root), &data.name, r % 10)?;
         }
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let (d, h, c) = (data.num_features(), args.hidden, data.num_classes);
+        let (d, h, c) = (data.num_features(), hidden, data.num_classes);
         let mut model = match model_kind.as_str() {
             "gcn" => NodeClassifier::gcn(&cpu, d, h, c, args.dropout, &mut rng)?,
-            _ => NodeClassifier::cheb(&cpu, d, h, c, args.k, args.dropout, &mut rng)?,
+            "cheb" => NodeClassifier::cheb(&cpu, d, h, c, k, args.dropout, &mut rng)?,
+            _ => NodeClassifier::hdgcn_static(&cpu, d, h, c, k, args.dropout, &mut rng)?,
         };
         let cfg = NodeTrainConfig {
             epochs,
@@ -178,8 +182,8 @@ fn run(args: &Args) -> hdgcn::Result<()> {
             "model": model_kind,
             "split": split_kind,
             "runs": args.runs,
-            "k": if model_kind == "cheb" { Some(args.k) } else { None },
-            "hidden": args.hidden,
+            "k": if model_kind == "gcn" { None } else { Some(k) },
+            "hidden": hidden,
             "epochs": epochs,
             "patience": patience,
             "test_acc_mean": tm,

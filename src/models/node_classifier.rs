@@ -5,9 +5,9 @@ use rand::Rng;
 
 use crate::autograd::{Tape, Var};
 use crate::backend::Backend;
-use crate::conv::{ChebConv, ChebConvConfig, DeviceGraph, GcnConv, GraphConv};
+use crate::conv::{ChebConv, ChebConvConfig, DeviceGraph, GcnConv, GraphConv, HdChebConfig};
 use crate::error::{Error, Result};
-use crate::nn::{Activation, Dropout, Features, Module, ParamVisitor};
+use crate::nn::{Activation, Dropout, Features, Linear, Module, ParamVisitor};
 
 /// `dropout -> conv1 -> act -> dropout -> conv2 -> ... -> convL` producing
 /// class logits, as PyG's `examples/gcn.py`. Layers are named `conv1`,
@@ -19,6 +19,9 @@ pub struct NodeClassifier<B: Backend> {
     pub dropout: Dropout,
     /// Activation between convolutions.
     pub activation: Activation,
+    /// Optional output layer after the last convolution (dropout, then
+    /// `Linear`), as HDGCN's `H -> dropout -> Linear` classifier.
+    pub head: Option<Linear<B>>,
 }
 
 impl<B: Backend> std::fmt::Debug for NodeClassifier<B> {
@@ -62,7 +65,40 @@ impl<B: Backend> NodeClassifier<B> {
             convs,
             dropout: Dropout::new(dropout)?,
             activation,
+            head: None,
         })
+    }
+
+    /// Adds an output layer `Linear(last conv width -> classes)` after the
+    /// convolutions (applied after dropout, without activation).
+    pub fn with_head<R: Rng + ?Sized>(
+        mut self,
+        backend: &B,
+        classes: usize,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let width = self.convs.last().expect("at least one conv").out_channels();
+        self.head = Some(Linear::new(backend, width, classes, true, rng)?);
+        Ok(self)
+    }
+
+    /// HDGCN-static for node classification: one [`HdChebConv`](crate::conv::HdChebConv)
+    /// with the static transition `Â²` (`in -> hidden`, `K` even), then
+    /// dropout and a linear classifier.
+    #[allow(clippy::too_many_arguments)]
+    pub fn hdgcn_static<R: Rng + ?Sized>(
+        backend: &B,
+        d_in: usize,
+        hidden: usize,
+        classes: usize,
+        k: usize,
+        dropout: f64,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let mut cfg = HdChebConfig::new(d_in, hidden, k);
+        cfg.dropout = dropout;
+        let conv = cfg.build_static(backend, rng)?;
+        Self::new(vec![Box::new(conv)], dropout, Activation::Relu)?.with_head(backend, classes, rng)
     }
 
     /// Two-layer GCN `in -> hidden -> classes` (Kipf & Welling).
@@ -110,9 +146,12 @@ impl<B: Backend> NodeClassifier<B> {
             }
             h = Features::Dense(y);
         }
-        match h {
-            Features::Dense(v) => Ok(v),
-            Features::Sparse(_) => unreachable!("convolutions return dense values"),
+        let Features::Dense(out) = h else {
+            unreachable!("convolutions return dense values")
+        };
+        match &self.head {
+            Some(head) => head.forward(&Features::Dense(self.dropout.forward(&out)?)),
+            None => Ok(out),
         }
     }
 
@@ -121,9 +160,13 @@ impl<B: Backend> NodeClassifier<B> {
         self.convs[0].params()
     }
 
-    /// Parameters of every layer after the first.
+    /// Parameters of every layer after the first (head included).
     pub fn other_params(&self) -> Vec<crate::autograd::Param<B>> {
-        self.convs[1..].iter().flat_map(|c| c.params()).collect()
+        let mut out: Vec<_> = self.convs[1..].iter().flat_map(|c| c.params()).collect();
+        if let Some(h) = &self.head {
+            out.extend(h.params());
+        }
+        out
     }
 }
 
@@ -131,6 +174,9 @@ impl<B: Backend> Module<B> for NodeClassifier<B> {
     fn visit_params(&self, v: &mut ParamVisitor<'_, B>) {
         for (i, c) in self.convs.iter().enumerate() {
             v.child(&format!("conv{}", i + 1), c.as_ref());
+        }
+        if let Some(h) = &self.head {
+            v.child("head", h);
         }
     }
 
