@@ -204,7 +204,13 @@ fn parameters_set_from_transposed_arrays_work_everywhere() {
     let wv = t.param(&p);
     let cat = hdgcn::autograd::Var::concat(&[&wv, &wv], Axis::Cols).unwrap();
     assert_eq!(cat.slice(Axis::Cols, 3, 6).unwrap().to_array(), w_t);
-    let grads = cat.slice(Axis::Cols, 0, 3).unwrap().square().sum_all().backward().unwrap();
+    let grads = cat
+        .slice(Axis::Cols, 0, 3)
+        .unwrap()
+        .square()
+        .sum_all()
+        .backward()
+        .unwrap();
     assert_eq!(grads.get(&p).unwrap(), &(w_t.clone() * 2.0));
     let mut opt = AdamConfig::default().lr(0.1).build::<C>().unwrap();
     opt.step(std::slice::from_ref(&p), &grads).unwrap();
