@@ -17,6 +17,7 @@
 //! | [`nn`] | [`nn::Module`] and standard layers |
 //! | [`conv`] | the [`conv::GraphConv`] trait, [`conv::DeviceGraph`], convolutions |
 //! | [`models`] | ready-made models ([`models::NodeClassifier`]) |
+//! | [`readout`] | graph-level pooling ([`readout::Readout`]: sum, mean, max, gated, attention) |
 //! | [`optim`] | SGD, Adam, AdamW, AdaBelief, clipping, schedules |
 //! | [`data`], [`metrics`], [`train`] | datasets and splits, metrics, training loops |
 //!
@@ -58,6 +59,7 @@ pub mod metrics;
 pub mod models;
 pub mod nn;
 pub mod optim;
+pub mod readout;
 pub mod train;
 pub mod util;
 
