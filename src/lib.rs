@@ -20,6 +20,7 @@
 //! | [`readout`] | graph-level pooling ([`readout::Readout`]: sum, mean, max, gated, attention) |
 //! | [`optim`] | SGD, Adam, AdamW, AdaBelief, clipping, schedules |
 //! | [`data`], [`metrics`], [`train`] | datasets and splits, metrics, training loops |
+//! | [`checkpoint`] | saving and loading parameters as safetensors files |
 //!
 //! ## Example: one ChebConv layer, forward and backward
 //!
@@ -50,6 +51,7 @@
 
 pub mod autograd;
 pub mod backend;
+pub mod checkpoint;
 pub mod conv;
 pub mod data;
 pub mod error;
