@@ -16,7 +16,7 @@
 //! | [`autograd`] | [`autograd::Tape`], [`autograd::Var`], [`autograd::Param`], gradient checks |
 //! | [`nn`] | [`nn::Module`] and standard layers |
 //! | [`conv`] | the [`conv::GraphConv`] trait, [`conv::DeviceGraph`], convolutions |
-//! | [`models`] | ready-made models ([`models::NodeClassifier`]) |
+//! | [`models`] | ready-made models ([`models::NodeClassifier`], [`models::GraphClassifier`]) |
 //! | [`readout`] | graph-level pooling ([`readout::Readout`]: sum, mean, max, gated, attention) |
 //! | [`optim`] | SGD, Adam, AdamW, AdaBelief, clipping, schedules |
 //! | [`data`], [`metrics`], [`train`] | datasets and splits, metrics, training loops |
