@@ -92,6 +92,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A well-formed checkpoint that does not fit the model it is loaded
+    /// into: missing or unexpected parameter names, shapes or element types.
+    #[error("checkpoint {} does not match the model: {}", path.display(), differences.join("; "))]
+    CheckpointMismatch {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// Every difference found, e.g. `"missing parameter conv1.lin.weight"`.
+        differences: Vec<String>,
+    },
 }
 
 /// `Result` with [`enum@Error`] as the error type.

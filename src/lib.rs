@@ -16,9 +16,11 @@
 //! | [`autograd`] | [`autograd::Tape`], [`autograd::Var`], [`autograd::Param`], gradient checks |
 //! | [`nn`] | [`nn::Module`] and standard layers |
 //! | [`conv`] | the [`conv::GraphConv`] trait, [`conv::DeviceGraph`], convolutions |
-//! | [`models`] | ready-made models ([`models::NodeClassifier`]) |
+//! | [`models`] | ready-made models ([`models::NodeClassifier`], [`models::GraphClassifier`]) |
+//! | [`readout`] | graph-level pooling ([`readout::Readout`]: sum, mean, max, gated, attention) |
 //! | [`optim`] | SGD, Adam, AdamW, AdaBelief, clipping, schedules |
 //! | [`data`], [`metrics`], [`train`] | datasets and splits, metrics, training loops |
+//! | [`checkpoint`] | saving and loading parameters as safetensors files |
 //!
 //! ## Example: one ChebConv layer, forward and backward
 //!
@@ -49,6 +51,7 @@
 
 pub mod autograd;
 pub mod backend;
+pub mod checkpoint;
 pub mod conv;
 pub mod data;
 pub mod error;
@@ -58,6 +61,7 @@ pub mod metrics;
 pub mod models;
 pub mod nn;
 pub mod optim;
+pub mod readout;
 pub mod train;
 pub mod util;
 

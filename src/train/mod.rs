@@ -1,7 +1,12 @@
 //! Training loops with model selection on validation data only.
 
+mod graph;
 mod node;
 
+pub use graph::{
+    GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, GraphTrainReport,
+    evaluate_graphs, train_graph_classifier,
+};
 pub use node::{NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes, train_node_classifier};
 
 /// Index of the largest entry of each row (ties: the first).

@@ -1,0 +1,358 @@
+//! Saving and loading model parameters as [safetensors] files.
+//!
+//! A checkpoint holds every named parameter of a [`Module`] (names from
+//! [`Module::named_params`], e.g. `conv1.lin.weight`) as a 2-D tensor with
+//! its shape and element type (`F32` or `F64`, from the backend's
+//! [`Float`]), so it can be read by the Python `safetensors` package too.
+//!
+//! * [`save_checkpoint`] writes atomically: a temporary file in the same
+//!   directory, flushed to disk, then renamed over the target. A failed save
+//!   leaves any previous checkpoint intact and removes the temporary file.
+//! * [`load_checkpoint`] validates everything (names match exactly, shapes,
+//!   element types) before assigning anything: on error the model is
+//!   unchanged.
+//!
+//! ```
+//! use hdgcn::backend::Cpu;
+//! use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
+//! use hdgcn::nn::{Linear, Module};
+//! use rand::SeedableRng;
+//!
+//! let cpu = Cpu::<f32>::new();
+//! let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+//! let a = Linear::new(&cpu, 3, 2, true, &mut rng)?;
+//! let b = Linear::new(&cpu, 3, 2, true, &mut rng)?;
+//! let dir = std::env::temp_dir().join(format!("hdgcn-doc-ckpt-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! let path = dir.join("linear.safetensors");
+//! save_checkpoint(&a, &path)?;
+//! load_checkpoint(&b, &path)?;
+//! assert_eq!(a.weight.to_array(), b.weight.to_array());
+//! // A model of another shape is rejected and left as it was.
+//! let c = Linear::new(&cpu, 4, 2, true, &mut rng)?;
+//! let before = c.weight.to_array();
+//! assert!(matches!(load_checkpoint(&c, &path), Err(hdgcn::Error::CheckpointMismatch { .. })));
+//! assert_eq!(c.weight.to_array(), before);
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # Ok::<(), hdgcn::Error>(())
+//! ```
+//!
+//! [safetensors]: https://huggingface.co/docs/safetensors
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ndarray::Array2;
+use safetensors::tensor::{Dtype, SafeTensors, View};
+
+use crate::autograd::Param;
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::float::Float;
+use crate::nn::Module;
+
+/// The safetensors element type of a backend element type.
+fn dtype_of<F: Float>() -> Result<Dtype> {
+    match F::NAME {
+        "f32" => Ok(Dtype::F32),
+        "f64" => Ok(Dtype::F64),
+        other => Err(Error::InvalidConfig(format!(
+            "checkpoints support f32 and f64 parameters, not {other}"
+        ))),
+    }
+}
+
+/// One parameter's bytes, little-endian, row-major.
+struct Tensor {
+    dtype: Dtype,
+    shape: [usize; 2],
+    bytes: Vec<u8>,
+}
+
+impl View for &Tensor {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.bytes)
+    }
+    fn data_len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+fn encode<F: Float>(a: &Array2<F>, dtype: Dtype) -> Vec<u8> {
+    let mut out = Vec::with_capacity(a.len() * dtype.bitsize() / 8);
+    // `iter` walks in logical (row-major) order whatever the memory layout.
+    for &v in a.iter() {
+        match dtype {
+            Dtype::F32 => out.extend_from_slice(&(v.to_f64_exact() as f32).to_le_bytes()),
+            _ => out.extend_from_slice(&v.to_f64_exact().to_le_bytes()),
+        }
+    }
+    out
+}
+
+fn decode<F: Float>(bytes: &[u8], dtype: Dtype, shape: (usize, usize)) -> Array2<F> {
+    let vals: Vec<F> = match dtype {
+        Dtype::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| F::from_f64_lossy(f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64))
+            .collect(),
+        _ => bytes
+            .chunks_exact(8)
+            .map(|c| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(c);
+                F::from_f64_lossy(f64::from_le_bytes(b))
+            })
+            .collect(),
+    };
+    // Lengths were validated against the shape by the caller.
+    Array2::from_shape_vec(shape, vals).unwrap_or_else(|_| Array2::zeros(shape))
+}
+
+/// Named parameters, rejecting a model that reports one name twice.
+fn unique_params<B: Backend, M: Module<B> + ?Sized>(
+    model: &M,
+) -> Result<BTreeMap<String, Param<B>>> {
+    let mut map = BTreeMap::new();
+    for (name, p) in model.named_params() {
+        if map.insert(name.clone(), p).is_some() {
+            return Err(Error::InvalidConfig(format!(
+                "the model names two parameters '{name}'; checkpoints need unique names"
+            )));
+        }
+    }
+    Ok(map)
+}
+
+/// Saves every named parameter of `model` to `path` as a safetensors file,
+/// atomically: the data goes to a temporary file in the same directory,
+/// which is flushed to disk and then renamed over `path`.
+///
+/// # Errors
+/// [`Error::Io`] with the path if the file cannot be written (any previous
+/// file at `path` is then left intact, and the temporary file removed);
+/// [`Error::InvalidConfig`] if the model reports a parameter name twice.
+pub fn save_checkpoint<B: Backend, M: Module<B> + ?Sized>(model: &M, path: &Path) -> Result<()> {
+    let dtype = dtype_of::<B::Elem>()?;
+    let params = unique_params(model)?;
+    let tensors: Vec<(String, Tensor)> = params
+        .into_iter()
+        .map(|(name, p)| {
+            let a = p.to_array();
+            let (r, c) = a.dim();
+            let bytes = encode(&a, dtype);
+            (
+                name,
+                Tensor {
+                    dtype,
+                    shape: [r, c],
+                    bytes,
+                },
+            )
+        })
+        .collect();
+    let mut meta = std::collections::HashMap::new();
+    meta.insert("format".to_string(), "hdgcn".to_string());
+    let bytes = safetensors::serialize(tensors.iter().map(|(n, t)| (n.as_str(), t)), Some(meta))
+        .map_err(|e| Error::format(path.display().to_string(), e.to_string()))?;
+    write_atomic(path, &bytes, |_| Ok(()))
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `bytes` to `path` through a synced temporary file and a rename.
+/// `before_rename` runs once the temporary file is complete (a test hook
+/// for failures at the last moment).
+fn write_atomic(
+    path: &Path,
+    bytes: &[u8],
+    before_rename: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> Result<()> {
+    let file_name = path.file_name().ok_or_else(|| {
+        Error::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "checkpoint path has no file name",
+            ),
+        )
+    })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = dir.join(format!(
+        ".{}.{}.{}.tmp",
+        file_name.to_string_lossy(),
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| -> std::io::Result<()> {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        before_rename(&tmp)?;
+        fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io(path, e));
+    }
+    // Make the rename itself durable (best effort: not every platform can
+    // open a directory).
+    #[cfg(unix)]
+    if let Ok(d) = fs::File::open(&dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Loads the parameters saved by [`save_checkpoint`] into `model`.
+///
+/// Every check runs before any parameter is assigned, so on error the model
+/// is exactly as it was.
+///
+/// # Errors
+/// [`Error::Io`] with the path if the file cannot be read (e.g. it does not
+/// exist); [`Error::Format`] if it is not a valid safetensors file (e.g.
+/// truncated) or holds a tensor that is not 2-D;
+/// [`Error::CheckpointMismatch`] listing every missing or unexpected name
+/// and every shape or element-type difference;
+/// [`Error::NonFinite`] for a NaN or infinite value.
+pub fn load_checkpoint<B: Backend, M: Module<B> + ?Sized>(model: &M, path: &Path) -> Result<()> {
+    let dtype = dtype_of::<B::Elem>()?;
+    let params = unique_params(model)?;
+    let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
+    let shown = path.display().to_string();
+    let st = SafeTensors::deserialize(&bytes).map_err(|e| Error::format(&shown, e.to_string()))?;
+
+    let in_file: BTreeSet<&str> = st.names().into_iter().collect();
+    let mut differences = Vec::new();
+    for name in params.keys() {
+        if !in_file.contains(name.as_str()) {
+            differences.push(format!("missing parameter {name}"));
+        }
+    }
+    for name in &in_file {
+        if !params.contains_key(*name) {
+            differences.push(format!("unexpected parameter {name}"));
+        }
+    }
+    let mut staged = Vec::with_capacity(params.len());
+    for (name, p) in &params {
+        let Ok(view) = st.tensor(name) else { continue };
+        let shape = view.shape();
+        if shape.len() != 2 {
+            return Err(Error::format(
+                &shown,
+                format!("tensor {name} has {} dimensions, expected 2", shape.len()),
+            ));
+        }
+        let (r, c) = (shape[0], shape[1]);
+        let want = p.shape();
+        let mut ok = true;
+        if (r, c) != want {
+            differences.push(format!(
+                "{name}: shape ({r}, {c}) in the file, ({}, {}) in the model",
+                want.0, want.1
+            ));
+            ok = false;
+        }
+        if view.dtype() != dtype {
+            differences.push(format!(
+                "{name}: dtype {:?} in the file, {:?} in the model",
+                view.dtype(),
+                dtype
+            ));
+            ok = false;
+        }
+        if ok {
+            let a: Array2<B::Elem> = decode(view.data(), dtype, (r, c));
+            if let Some(v) = a.iter().find(|v| !num_traits::Float::is_finite(**v)) {
+                return Err(Error::NonFinite {
+                    what: format!("checkpoint {shown} tensor {name}"),
+                    value: v.to_f64_exact(),
+                });
+            }
+            staged.push((p, a));
+        }
+    }
+    if !differences.is_empty() {
+        return Err(Error::CheckpointMismatch {
+            path: path.to_path_buf(),
+            differences,
+        });
+    }
+    for (p, a) in staged {
+        p.set(p.backend().upload(a.view()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("hdgcn-ckpt-unit-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn failure_before_rename_keeps_previous_file_and_removes_temp() {
+        let dir = scratch("fail");
+        let path = dir.join("model.safetensors");
+        write_atomic(&path, b"previous", |_| Ok(())).unwrap();
+        let err = write_atomic(&path, b"new contents", |tmp| {
+            assert_eq!(fs::read(tmp).unwrap(), b"new contents");
+            Err(std::io::Error::other("disk full"))
+        })
+        .unwrap_err();
+        assert!(
+            matches!(&err, Error::Io { path: p, .. } if p == &path),
+            "{err}"
+        );
+        assert_eq!(fs::read(&path).unwrap(), b"previous");
+        let left: Vec<_> = fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(left.len(), 1, "temporary file left behind: {left:?}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn encode_decode_round_trip() {
+        let a = ndarray::arr2(&[[1.5f64, -2.25], [3.0, 1e-30]]);
+        for dtype in [Dtype::F32, Dtype::F64] {
+            let b: Array2<f64> = decode(&encode(&a, dtype), dtype, (2, 2));
+            assert_eq!(
+                b,
+                a.mapv(|v| if dtype == Dtype::F32 {
+                    v as f32 as f64
+                } else {
+                    v
+                })
+            );
+        }
+        // Non-standard layouts are written in logical order.
+        let t = a.t().to_owned();
+        let b: Array2<f64> = decode(&encode(&a.t().to_owned(), Dtype::F64), Dtype::F64, (2, 2));
+        assert_eq!(b, t);
+        let b: Array2<f64> = decode(&encode(&a.reversed_axes(), Dtype::F64), Dtype::F64, (2, 2));
+        assert_eq!(b, t);
+    }
+}

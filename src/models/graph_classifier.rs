@@ -1,0 +1,307 @@
+//! Graph classification: node encoder, graph convolutions, readout, classifier.
+
+use rand::Rng;
+
+use crate::autograd::{Index, Tape, Var};
+use crate::backend::Backend;
+use crate::conv::{DeviceGraph, GcnConv, GraphConv};
+use crate::error::{Error, Result};
+use crate::nn::{Activation, Dropout, Embedding, Features, Linear, Module, ParamVisitor};
+use crate::readout::{GatedReadout, Readout};
+
+/// The optional first layer of a [`GraphClassifier`], named `input`.
+#[derive(Debug, Clone)]
+pub enum InputLayer<B: Backend> {
+    /// Token ids to vectors (text graphs whose nodes are words):
+    /// `input.weight` is `vocab x dim`. No activation follows.
+    Embedding(Embedding<B>),
+    /// A projection of dense (or sparse) node features, followed by the
+    /// model's activation: `input.weight`, `input.bias`.
+    Linear(Linear<B>),
+}
+
+impl<B: Backend> InputLayer<B> {
+    /// Width of the node vectors it produces.
+    pub fn out_channels(&self) -> usize {
+        match self {
+            InputLayer::Embedding(e) => e.weight.shape().1,
+            InputLayer::Linear(l) => l.out_features(),
+        }
+    }
+}
+
+impl<B: Backend> Module<B> for InputLayer<B> {
+    fn visit_params(&self, v: &mut ParamVisitor<'_, B>) {
+        match self {
+            InputLayer::Embedding(e) => e.visit_params(v),
+            InputLayer::Linear(l) => l.visit_params(v),
+        }
+    }
+}
+
+/// What a [`GraphClassifier`] reads for the nodes of a graph (or batch).
+#[derive(Debug, Clone)]
+pub enum GraphInput<B: Backend> {
+    /// One token id per node (needs an [`InputLayer::Embedding`]).
+    Tokens(Index<B>),
+    /// Node features (a model with no input layer, or [`InputLayer::Linear`]).
+    Features(Features<B>),
+}
+
+/// How [`GraphClassifier::gcn`] reads node inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputSpec {
+    /// Token ids embedded in `dim` dimensions (vocabulary of `vocab` ids).
+    Tokens {
+        /// Vocabulary size.
+        vocab: usize,
+        /// Embedding width.
+        dim: usize,
+    },
+    /// Dense features of width `d`, fed to the first convolution directly.
+    Dense(usize),
+}
+
+/// `input -> [dropout -> conv -> act] x L -> readout -> dropout -> Linear`,
+/// producing one row of class logits per graph.
+///
+/// The graph may be a single graph or a block-diagonal batch
+/// ([`DeviceGraph::from_batch`]); the readout pools each graph separately.
+/// Parameters are named `input.*`, `conv1.*`, ..., `readout.*`,
+/// `classifier.weight`, `classifier.bias`.
+///
+/// ```
+/// use hdgcn::autograd::{Index, Tape};
+/// use hdgcn::backend::Cpu;
+/// use hdgcn::conv::DeviceGraph;
+/// use hdgcn::graph::{Batch, Graph};
+/// use hdgcn::models::{GraphClassifier, GraphInput, InputSpec};
+/// use rand::SeedableRng;
+///
+/// let cpu = Cpu::<f32>::new();
+/// let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+/// // Text graphs: nodes are distinct words (vocabulary ids), edges co-occurrences.
+/// let model = GraphClassifier::gcn(&cpu, InputSpec::Tokens { vocab: 100, dim: 16 }, 16, 2, 3, 0.5, &mut rng)?;
+/// let doc1 = Graph::from_edges(3, &[(0, 1), (1, 0), (1, 2), (2, 1)])?;
+/// let doc2 = Graph::from_edges(2, &[(0, 1), (1, 0)])?;
+/// let batch = DeviceGraph::from_batch(&cpu, &Batch::new(&[doc1, doc2])?)?;
+/// let words = Index::new(&cpu, &[7, 42, 3, 42, 99])?;
+/// let logits = model.forward(&Tape::inference(&cpu), &batch, &GraphInput::Tokens(words))?;
+/// assert_eq!(logits.shape(), (2, 3));
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
+pub struct GraphClassifier<B: Backend> {
+    /// Optional node encoder.
+    pub input: Option<InputLayer<B>>,
+    /// The convolutions, first to last (at least one).
+    pub convs: Vec<Box<dyn GraphConv<B>>>,
+    /// Pools node states into one row per graph.
+    pub readout: Box<dyn Readout<B>>,
+    /// Dropout before every convolution and before the classifier.
+    pub dropout: Dropout,
+    /// Activation after the input projection and after every convolution.
+    pub activation: Activation,
+    /// Graph vector to class logits.
+    pub classifier: Linear<B>,
+}
+
+impl<B: Backend> std::fmt::Debug for GraphClassifier<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let widths: Vec<(usize, usize)> = self
+            .convs
+            .iter()
+            .map(|c| (c.in_channels(), c.out_channels()))
+            .collect();
+        f.debug_struct("GraphClassifier")
+            .field("input", &self.input.as_ref().map(InputLayer::out_channels))
+            .field("convs", &widths)
+            .field("classes", &self.classifier.out_features())
+            .field("dropout", &self.dropout)
+            .finish()
+    }
+}
+
+impl<B: Backend> GraphClassifier<B> {
+    /// A classifier from given parts; widths must chain (input ->
+    /// conv1 -> ... -> readout -> classifier).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the first pair of widths that do not
+    /// chain, for no convolutions, or an invalid dropout probability.
+    pub fn new(
+        input: Option<InputLayer<B>>,
+        convs: Vec<Box<dyn GraphConv<B>>>,
+        readout: Box<dyn Readout<B>>,
+        classifier: Linear<B>,
+        dropout: f64,
+        activation: Activation,
+    ) -> Result<Self> {
+        let Some(first) = convs.first() else {
+            return Err(Error::InvalidConfig(
+                "a graph classifier needs at least one convolution".into(),
+            ));
+        };
+        if let Some(inp) = &input {
+            if inp.out_channels() != first.in_channels() {
+                return Err(Error::InvalidConfig(format!(
+                    "the input layer outputs {} channels but conv1 expects {}",
+                    inp.out_channels(),
+                    first.in_channels()
+                )));
+            }
+        }
+        for (i, w) in convs.windows(2).enumerate() {
+            if w[0].out_channels() != w[1].in_channels() {
+                return Err(Error::InvalidConfig(format!(
+                    "conv{} outputs {} channels but conv{} expects {}",
+                    i + 1,
+                    w[0].out_channels(),
+                    i + 2,
+                    w[1].in_channels()
+                )));
+            }
+        }
+        let last = convs[convs.len() - 1].out_channels();
+        let pooled = readout.out_channels(last);
+        if pooled != classifier.in_features() {
+            return Err(Error::InvalidConfig(format!(
+                "the readout outputs {pooled} channels but the classifier expects {}",
+                classifier.in_features()
+            )));
+        }
+        Ok(GraphClassifier {
+            input,
+            convs,
+            readout,
+            dropout: Dropout::new(dropout)?,
+            activation,
+            classifier,
+        })
+    }
+
+    /// `num_layers` GCN layers of width `hidden`, HDGCN's gated readout
+    /// ([`GatedReadout`]) and a linear classifier, ReLU activations.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for zero widths, layers or classes.
+    pub fn gcn<R: Rng + ?Sized>(
+        backend: &B,
+        input: InputSpec,
+        hidden: usize,
+        num_layers: usize,
+        num_classes: usize,
+        dropout: f64,
+        rng: &mut R,
+    ) -> Result<Self> {
+        if num_layers == 0 {
+            return Err(Error::InvalidConfig(
+                "a graph classifier needs at least one layer".into(),
+            ));
+        }
+        let (input, mut width) = match input {
+            InputSpec::Tokens { vocab, dim } => (
+                Some(InputLayer::Embedding(Embedding::new(
+                    backend, vocab, dim, rng,
+                )?)),
+                dim,
+            ),
+            InputSpec::Dense(d) => (None, d),
+        };
+        let mut convs: Vec<Box<dyn GraphConv<B>>> = Vec::with_capacity(num_layers);
+        for _ in 0..num_layers {
+            convs.push(Box::new(GcnConv::new(backend, width, hidden, rng)?));
+            width = hidden;
+        }
+        let readout = Box::new(GatedReadout::new(backend, hidden, rng)?);
+        let classifier = Linear::new(backend, hidden, num_classes, true, rng)?;
+        Self::new(input, convs, readout, classifier, dropout, Activation::Relu)
+    }
+
+    /// The backend the parameters live on.
+    pub fn backend(&self) -> &B {
+        self.classifier.weight.backend()
+    }
+
+    /// Number of classes.
+    pub fn num_classes(&self) -> usize {
+        self.classifier.out_features()
+    }
+
+    /// Node states after the convolutions (`N x hidden`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] if `x` does not suit the input layer (tokens
+    /// need an embedding, features a linear layer or none); shape errors
+    /// from the layers.
+    pub fn node_states(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        x: &GraphInput<B>,
+    ) -> Result<Var<B>> {
+        let mut h = match (&self.input, x) {
+            (Some(InputLayer::Embedding(e)), GraphInput::Tokens(idx)) => {
+                Features::Dense(e.forward(tape, idx)?)
+            }
+            (Some(InputLayer::Linear(l)), GraphInput::Features(f)) => {
+                let f = self.dropout.forward_features(tape, f)?;
+                Features::Dense(self.activation.apply(&l.forward_on(tape, &f)?))
+            }
+            (None, GraphInput::Features(f)) => f.clone(),
+            (Some(InputLayer::Embedding(_)), GraphInput::Features(_)) => {
+                return Err(Error::InvalidConfig(
+                    "this model embeds token ids; give GraphInput::Tokens".into(),
+                ));
+            }
+            (_, GraphInput::Tokens(_)) => {
+                return Err(Error::InvalidConfig(
+                    "token ids need an InputLayer::Embedding; give GraphInput::Features".into(),
+                ));
+            }
+        };
+        for conv in &self.convs {
+            let x = self.dropout.forward_features(tape, &h)?;
+            h = Features::Dense(self.activation.apply(&conv.forward(tape, graph, &x)?));
+        }
+        h.dense().cloned()
+    }
+
+    /// Class logits, one row per graph (`G x classes`).
+    ///
+    /// # Errors
+    /// As [`GraphClassifier::node_states`]; [`Error::Empty`] if a graph of
+    /// the batch has no nodes.
+    pub fn forward(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        x: &GraphInput<B>,
+    ) -> Result<Var<B>> {
+        let h = self.node_states(tape, graph, x)?;
+        let seg = graph.segments_or_whole()?;
+        let g = self.readout.forward(tape, &h, &seg)?;
+        let g = self.dropout.forward(&g)?;
+        self.classifier.forward_on(tape, &Features::Dense(g))
+    }
+}
+
+impl<B: Backend> Module<B> for GraphClassifier<B> {
+    fn visit_params(&self, v: &mut ParamVisitor<'_, B>) {
+        if let Some(inp) = &self.input {
+            v.child("input", inp);
+        }
+        for (i, c) in self.convs.iter().enumerate() {
+            v.child(&format!("conv{}", i + 1), c.as_ref());
+        }
+        v.child("readout", self.readout.as_ref());
+        v.child("classifier", &self.classifier);
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.dropout.set_training(training);
+        for c in &mut self.convs {
+            c.set_training(training);
+        }
+        self.readout.set_training(training);
+    }
+}

@@ -1,0 +1,500 @@
+//! Graph classification: mini-batches of block-diagonal graphs, seeded
+//! shuffling, early stopping and model selection on the validation graphs,
+//! test accuracy at the selected epoch.
+
+use std::time::Instant;
+
+use ndarray::Array2;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+
+use crate::autograd::{Index, Tape};
+use crate::backend::{Axis, Backend};
+use crate::conv::DeviceGraph;
+use crate::error::{Error, Result};
+use crate::float::Float;
+use crate::graph::{Batch, Graph};
+use crate::models::{GraphClassifier, GraphInput, InputLayer};
+use crate::nn::{Features, Module};
+use crate::optim::{AdaBeliefConfig, AdamConfig, Optimizer};
+
+/// The node inputs of one graph.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GraphFeatures {
+    /// One vocabulary id per node, for a model with an
+    /// [`InputLayer::Embedding`]. A text document is a graph whose nodes
+    /// are its distinct words: node `i` is word `ids[i]`.
+    Tokens(Vec<usize>),
+    /// One dense feature row per node.
+    Dense(Array2<f32>),
+}
+
+impl GraphFeatures {
+    /// Number of nodes described.
+    pub fn num_nodes(&self) -> usize {
+        match self {
+            GraphFeatures::Tokens(t) => t.len(),
+            GraphFeatures::Dense(x) => x.nrows(),
+        }
+    }
+}
+
+/// One labelled graph.
+///
+/// ```
+/// use hdgcn::graph::Graph;
+/// use hdgcn::train::{GraphFeatures, GraphSample};
+///
+/// // "the cat sat on the mat": distinct words as nodes, window-2 co-occurrence edges.
+/// let vocab = ["the", "cat", "sat", "on", "mat"];
+/// let edges = [(0, 1), (1, 2), (2, 3), (3, 0), (0, 4)];
+/// let both: Vec<_> = edges.iter().flat_map(|&(a, b)| [(a, b), (b, a)]).collect();
+/// let doc = GraphSample::new(
+///     Graph::from_edges(vocab.len(), &both)?,
+///     GraphFeatures::Tokens(vec![17, 4, 250, 31, 902]), // ids in a global vocabulary
+///     1,
+/// )?;
+/// assert_eq!(doc.features.num_nodes(), 5);
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraphSample {
+    /// The graph (at least one node).
+    pub graph: Graph,
+    /// One token id or feature row per node.
+    pub features: GraphFeatures,
+    /// The class.
+    pub label: usize,
+}
+
+impl GraphSample {
+    /// A sample, checked for one feature entry per node.
+    ///
+    /// # Errors
+    /// [`Error::Empty`] for a graph without nodes; [`Error::ShapeMismatch`]
+    /// if the features do not describe every node.
+    pub fn new(graph: Graph, features: GraphFeatures, label: usize) -> Result<Self> {
+        let s = GraphSample {
+            graph,
+            features,
+            label,
+        };
+        s.check_shape()?;
+        Ok(s)
+    }
+
+    fn check_shape(&self) -> Result<()> {
+        let n = self.graph.num_nodes();
+        if n == 0 {
+            return Err(Error::Empty("graph sample with no nodes".into()));
+        }
+        if self.features.num_nodes() != n {
+            return Err(Error::shape(
+                "graph sample features",
+                format!("{n} rows (one per node)"),
+                format!("{}", self.features.num_nodes()),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The optimiser of [`train_graph_classifier`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GraphOptimizer {
+    /// [`crate::optim::Adam`] (L2 weight decay).
+    #[default]
+    Adam,
+    /// [`crate::optim::AdaBelief`] (decoupled weight decay, rectified), as
+    /// used by HDGCN.
+    AdaBelief,
+}
+
+/// Hyper-parameters of [`train_graph_classifier`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraphTrainConfig {
+    /// Maximum number of epochs (passes over the training graphs).
+    pub epochs: usize,
+    /// Graphs per mini-batch (training and evaluation).
+    pub batch_size: usize,
+    /// Learning rate.
+    pub lr: f64,
+    /// Weight decay.
+    pub weight_decay: f64,
+    /// The optimiser.
+    pub optimizer: GraphOptimizer,
+    /// Stop after this many epochs without a better validation accuracy
+    /// (`None`: run all epochs).
+    pub patience: Option<usize>,
+    /// Seed of the shuffling and of the dropout streams.
+    pub seed: u64,
+    /// Hide the progress bar.
+    pub quiet: bool,
+}
+
+impl Default for GraphTrainConfig {
+    fn default() -> Self {
+        GraphTrainConfig {
+            epochs: 100,
+            batch_size: 32,
+            lr: 1e-3,
+            weight_decay: 0.0,
+            optimizer: GraphOptimizer::Adam,
+            patience: Some(20),
+            seed: 0,
+            quiet: true,
+        }
+    }
+}
+
+/// Outcome of [`train_graph_classifier`].
+#[derive(Debug, Clone)]
+pub struct GraphTrainReport {
+    /// Epoch (0-based) selected by validation accuracy (ties: lower validation loss).
+    pub best_epoch: usize,
+    /// Validation accuracy at the selected epoch.
+    pub val_acc: f64,
+    /// Validation loss at the selected epoch.
+    pub val_loss: f64,
+    /// Test accuracy at the selected epoch.
+    pub test_acc: f64,
+    /// Training accuracy at the selected epoch.
+    pub train_acc: f64,
+    /// Epochs actually run.
+    pub epochs_run: usize,
+    /// Seconds of training per epoch (all mini-batch steps; no evaluation).
+    pub epoch_secs: Vec<f64>,
+    /// Mean training loss of the last epoch.
+    pub final_loss: f64,
+}
+
+/// A mini-batch on the device: the block-diagonal graph, the node inputs
+/// (tape-independent) and the labels.
+struct Prepared<B: Backend> {
+    graph: DeviceGraph<B>,
+    input: PreparedInput<B>,
+    targets: Index<B>,
+    labels: Vec<usize>,
+}
+
+enum PreparedInput<B: Backend> {
+    Tokens(Index<B>),
+    Dense(B::Tensor),
+}
+
+impl<B: Backend> Prepared<B> {
+    fn input(&self, tape: &Tape<B>) -> GraphInput<B> {
+        match &self.input {
+            PreparedInput::Tokens(idx) => GraphInput::Tokens(idx.clone()),
+            PreparedInput::Dense(t) => {
+                GraphInput::Features(Features::Dense(tape.constant(t.clone())))
+            }
+        }
+    }
+}
+
+fn prepare<B: Backend>(backend: &B, samples: &[&GraphSample]) -> Result<Prepared<B>> {
+    let graphs: Vec<Graph> = samples.iter().map(|s| s.graph.clone()).collect();
+    let batch = Batch::new(&graphs)?;
+    let graph = DeviceGraph::from_batch(backend, &batch)?;
+    let input = match samples.first().map(|s| &s.features) {
+        Some(GraphFeatures::Tokens(_)) => {
+            let mut ids = Vec::with_capacity(batch.graph().num_nodes());
+            for s in samples {
+                if let GraphFeatures::Tokens(t) = &s.features {
+                    ids.extend_from_slice(t);
+                }
+            }
+            PreparedInput::Tokens(Index::new(backend, &ids)?)
+        }
+        _ => {
+            let views: Vec<_> = samples
+                .iter()
+                .filter_map(|s| match &s.features {
+                    GraphFeatures::Dense(x) => Some(x.view()),
+                    GraphFeatures::Tokens(_) => None,
+                })
+                .collect();
+            let x = ndarray::concatenate(ndarray::Axis(0), &views)
+                .map_err(|e| Error::shape("graph batch features", "equal widths", e.to_string()))?;
+            let x = x.mapv(|v| B::Elem::from_f64_lossy(f64::from(v)));
+            PreparedInput::Dense(backend.upload(x.view()))
+        }
+    };
+    let labels: Vec<usize> = samples.iter().map(|s| s.label).collect();
+    Ok(Prepared {
+        graph,
+        input,
+        targets: Index::new(backend, &labels)?,
+        labels,
+    })
+}
+
+/// Checks every sample against the model: shapes, the kind of features the
+/// input layer reads, token ids within the vocabulary, labels within the
+/// classes. Errors name the set and the sample.
+fn check_samples<B: Backend>(
+    model: &GraphClassifier<B>,
+    samples: &[GraphSample],
+    what: &str,
+) -> Result<()> {
+    if samples.is_empty() {
+        return Err(Error::Empty(format!("{what} set has no graphs")));
+    }
+    let classes = model.num_classes();
+    let dense_width = match &model.input {
+        Some(InputLayer::Linear(l)) => l.in_features(),
+        _ => model.convs[0].in_channels(),
+    };
+    for (i, s) in samples.iter().enumerate() {
+        let named = |e: Error| match e {
+            Error::Empty(m) => Error::Empty(format!("{what} sample {i}: {m}")),
+            Error::ShapeMismatch { expected, got, .. } => Error::ShapeMismatch {
+                op: "graph sample features",
+                expected: format!("{what} sample {i}: {expected}"),
+                got,
+            },
+            other => other,
+        };
+        s.check_shape().map_err(named)?;
+        if s.label >= classes {
+            return Err(Error::IndexOutOfRange {
+                what: "class label of a graph sample",
+                index: s.label,
+                len: classes,
+            });
+        }
+        match (&s.features, &model.input) {
+            (GraphFeatures::Tokens(ids), Some(InputLayer::Embedding(e))) => {
+                let vocab = e.weight.shape().0;
+                if let Some(&bad) = ids.iter().find(|&&t| t >= vocab) {
+                    return Err(Error::IndexOutOfRange {
+                        what: "token id of a graph sample",
+                        index: bad,
+                        len: vocab,
+                    });
+                }
+            }
+            (GraphFeatures::Tokens(_), _) => {
+                return Err(Error::InvalidConfig(format!(
+                    "{what} sample {i} has token ids but the model has no embedding"
+                )));
+            }
+            (GraphFeatures::Dense(_), Some(InputLayer::Embedding(_))) => {
+                return Err(Error::InvalidConfig(format!(
+                    "{what} sample {i} has dense features but the model embeds token ids"
+                )));
+            }
+            (GraphFeatures::Dense(x), _) => {
+                if x.ncols() != dense_width {
+                    return Err(Error::shape(
+                        "graph sample features",
+                        format!("{what} sample {i}: {dense_width} columns"),
+                        format!("{} columns", x.ncols()),
+                    ));
+                }
+                if let Some(v) = x.iter().find(|v| !v.is_finite()) {
+                    return Err(Error::NonFinite {
+                        what: format!("features of {what} sample {i}"),
+                        value: f64::from(*v),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn prepare_all<B: Backend>(
+    backend: &B,
+    samples: &[GraphSample],
+    batch_size: usize,
+) -> Result<Vec<Prepared<B>>> {
+    let refs: Vec<&GraphSample> = samples.iter().collect();
+    refs.chunks(batch_size.max(1))
+        .map(|c| prepare(backend, c))
+        .collect()
+}
+
+/// Accuracy and mean cross-entropy over prepared batches (evaluation mode).
+fn evaluate_prepared<B: Backend>(
+    model: &mut GraphClassifier<B>,
+    batches: &[Prepared<B>],
+) -> Result<(f64, f64)> {
+    model.set_training(false);
+    let result = (|| {
+        let backend = model.backend().clone();
+        let (mut correct, mut loss, mut n) = (0usize, 0.0, 0usize);
+        for b in batches {
+            let tape = Tape::inference(&backend);
+            let logits = model.forward(&tape, &b.graph, &b.input(&tape))?;
+            let logp = logits.log_softmax(Axis::Cols);
+            loss += logp.nll(&b.targets)?.scalar()? * b.labels.len() as f64;
+            let pred = super::argmax_rows(&logits.to_array());
+            correct += pred.iter().zip(&b.labels).filter(|(p, t)| p == t).count();
+            n += b.labels.len();
+        }
+        if n == 0 {
+            return Err(Error::Empty("evaluation over zero graphs".into()));
+        }
+        Ok((correct as f64 / n as f64, loss / n as f64))
+    })();
+    model.set_training(true);
+    result
+}
+
+/// Accuracy and mean cross-entropy of `model` on `samples` (evaluation
+/// mode, no recording), in batches of `batch_size` graphs.
+///
+/// # Errors
+/// [`Error::Empty`] for no samples; errors naming the sample for samples
+/// that do not suit the model.
+pub fn evaluate_graphs<B: Backend>(
+    model: &mut GraphClassifier<B>,
+    samples: &[GraphSample],
+    batch_size: usize,
+) -> Result<(f64, f64)> {
+    check_samples(model, samples, "evaluation")?;
+    let backend = model.backend().clone();
+    let batches = prepare_all(&backend, samples, batch_size)?;
+    evaluate_prepared(model, &batches)
+}
+
+/// Trains `model` on `train` in shuffled mini-batches, selects the epoch
+/// with the best validation accuracy (ties: lower validation loss; the test
+/// graphs are never looked at for selection), restores those parameters
+/// and reports test accuracy there.
+///
+/// Each mini-batch is one block-diagonal [`Batch`] on the device
+/// ([`DeviceGraph::from_batch`]); the order is reshuffled every epoch with
+/// `StdRng::seed_from_u64(cfg.seed)`, so a run repeats exactly.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] for zero epochs or batch size or an invalid
+/// optimiser setting; [`Error::Empty`] for an empty set; errors naming the
+/// set and sample for samples that do not suit the model;
+/// [`Error::Numerical`] if the loss becomes non-finite.
+pub fn train_graph_classifier<B: Backend>(
+    model: &mut GraphClassifier<B>,
+    train: &[GraphSample],
+    val: &[GraphSample],
+    test: &[GraphSample],
+    cfg: &GraphTrainConfig,
+) -> Result<GraphTrainReport> {
+    if cfg.epochs == 0 {
+        return Err(Error::InvalidConfig("epochs must be at least 1".into()));
+    }
+    if cfg.batch_size == 0 {
+        return Err(Error::InvalidConfig("batch_size must be at least 1".into()));
+    }
+    check_samples(model, train, "training")?;
+    check_samples(model, val, "validation")?;
+    check_samples(model, test, "test")?;
+    let backend = model.backend().clone();
+    let mut opt: Box<dyn Optimizer<B>> = match cfg.optimizer {
+        GraphOptimizer::Adam => Box::new(
+            AdamConfig::default()
+                .lr(cfg.lr)
+                .weight_decay(cfg.weight_decay)
+                .build::<B>()?,
+        ),
+        GraphOptimizer::AdaBelief => Box::new(
+            AdaBeliefConfig::default()
+                .lr(cfg.lr)
+                .weight_decay(cfg.weight_decay)
+                .build::<B>()?,
+        ),
+    };
+    let val_batches = prepare_all(&backend, val, cfg.batch_size)?;
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let mut order: Vec<usize> = (0..train.len()).collect();
+    let params = model.params();
+
+    struct Best<E> {
+        val_acc: f64,
+        val_loss: f64,
+        epoch: usize,
+        values: Vec<Array2<E>>,
+    }
+    let mut best: Option<Best<B::Elem>> = None;
+    let mut epoch_secs = Vec::with_capacity(cfg.epochs);
+    let (mut since_best, mut epochs_run, mut final_loss) = (0, 0, f64::NAN);
+    let mut step: u64 = 0;
+    model.set_training(true);
+    let pb = super::progress_bar(cfg.epochs as u64, cfg.quiet);
+    for epoch in 0..cfg.epochs {
+        let t0 = Instant::now();
+        order.shuffle(&mut rng);
+        let mut loss_sum = 0.0;
+        for chunk in order.chunks(cfg.batch_size) {
+            let samples: Vec<&GraphSample> = chunk.iter().map(|&i| &train[i]).collect();
+            let b = prepare(&backend, &samples)?;
+            let tape = Tape::with_seed(
+                &backend,
+                cfg.seed.wrapping_mul(1_000_003).wrapping_add(step),
+            );
+            step += 1;
+            let logits = model.forward(&tape, &b.graph, &b.input(&tape))?;
+            let loss = logits.log_softmax(Axis::Cols).nll(&b.targets)?;
+            let value = loss.scalar()?;
+            if !value.is_finite() {
+                return Err(Error::Numerical(format!(
+                    "training loss became {value} at epoch {epoch}"
+                )));
+            }
+            let grads = loss.backward()?;
+            opt.step(&params, &grads)?;
+            loss_sum += value * chunk.len() as f64;
+        }
+        epoch_secs.push(t0.elapsed().as_secs_f64());
+        final_loss = loss_sum / train.len() as f64;
+        epochs_run = epoch + 1;
+
+        let (val_acc, val_loss) = evaluate_prepared(model, &val_batches)?;
+        let better = best
+            .as_ref()
+            .is_none_or(|b| val_acc > b.val_acc || (val_acc == b.val_acc && val_loss < b.val_loss));
+        if better {
+            best = Some(Best {
+                val_acc,
+                val_loss,
+                epoch,
+                values: params.iter().map(|p| p.to_array()).collect(),
+            });
+            since_best = 0;
+        } else {
+            since_best += 1;
+        }
+        pb.set_message(format!("loss {final_loss:.4} val {val_acc:.4}"));
+        pb.inc(1);
+        if cfg.patience.is_some_and(|p| since_best >= p) {
+            break;
+        }
+    }
+    pb.finish_and_clear();
+    let Some(Best {
+        val_acc,
+        val_loss,
+        epoch: best_epoch,
+        values,
+    }) = best
+    else {
+        return Err(Error::Empty("no epoch ran".into()));
+    };
+    for (p, v) in params.iter().zip(&values) {
+        p.set(backend.upload(v.view()));
+    }
+    let (test_acc, _) = evaluate_prepared(model, &prepare_all(&backend, test, cfg.batch_size)?)?;
+    let (train_acc, _) = evaluate_prepared(model, &prepare_all(&backend, train, cfg.batch_size)?)?;
+    Ok(GraphTrainReport {
+        best_epoch,
+        val_acc,
+        val_loss,
+        test_acc,
+        train_acc,
+        epochs_run,
+        epoch_secs,
+        final_loss,
+    })
+}

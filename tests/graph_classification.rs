@@ -1,0 +1,355 @@
+//! Graph classification: learnable synthetic tasks, reproducibility,
+//! validation-only model selection, batching, error paths.
+
+use hdgcn::Error;
+use hdgcn::autograd::gradcheck::check_params;
+use hdgcn::autograd::{Index, Tape};
+use hdgcn::backend::{Axis, Cpu};
+use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
+use hdgcn::conv::{DeviceGraph, GcnConv, GraphConv};
+use hdgcn::graph::{Batch, Graph};
+use hdgcn::models::{GraphClassifier, GraphInput, InputLayer, InputSpec};
+use hdgcn::nn::{Activation, Features, Linear, Module};
+use hdgcn::readout::{AttentionPooling, MeanMaxReadout};
+use hdgcn::train::{
+    GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, evaluate_graphs,
+    train_graph_classifier,
+};
+use ndarray::Array2;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+fn undirected(n: usize, edges: &[(usize, usize)]) -> Graph {
+    let both: Vec<_> = edges.iter().flat_map(|&(a, b)| [(a, b), (b, a)]).collect();
+    Graph::from_edges(n, &both).unwrap()
+}
+
+/// Label 0: a cycle; label 1: a star. Sizes overlap, features are all ones,
+/// so only the structure tells them apart.
+fn cycles_and_stars(rng: &mut StdRng, count: usize) -> Vec<GraphSample> {
+    (0..count)
+        .map(|_| {
+            let n = rng.random_range(4..=10);
+            let label = rng.random_range(0..2);
+            let edges: Vec<(usize, usize)> = if label == 0 {
+                (0..n).map(|i| (i, (i + 1) % n)).collect()
+            } else {
+                (1..n).map(|i| (0, i)).collect()
+            };
+            GraphSample::new(
+                undirected(n, &edges),
+                GraphFeatures::Dense(Array2::ones((n, 1))),
+                label,
+            )
+            .unwrap()
+        })
+        .collect()
+}
+
+/// Text-like documents: nodes are distinct words of a 20-word vocabulary,
+/// edges join consecutive words. Class c draws 85% of its words from
+/// `10c..10c+10` and the rest from the other half.
+fn documents(rng: &mut StdRng, count: usize) -> Vec<GraphSample> {
+    (0..count)
+        .map(|_| {
+            let label = rng.random_range(0..2usize);
+            let len = rng.random_range(4..=8);
+            let mut words: Vec<usize> = Vec::new();
+            while words.len() < len {
+                let own = rng.random_bool(0.85);
+                let half = if own { label } else { 1 - label };
+                let w = 10 * half + rng.random_range(0..10);
+                if !words.contains(&w) {
+                    words.push(w);
+                }
+            }
+            let edges: Vec<(usize, usize)> = (1..len).map(|i| (i - 1, i)).collect();
+            GraphSample::new(undirected(len, &edges), GraphFeatures::Tokens(words), label).unwrap()
+        })
+        .collect()
+}
+
+fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
+    GraphTrainConfig {
+        epochs,
+        batch_size: 16,
+        lr: 0.01,
+        weight_decay: 0.0,
+        optimizer,
+        patience: Some(15),
+        seed: 1,
+        quiet: true,
+    }
+}
+
+#[test]
+fn learns_cycles_versus_stars() {
+    let mut rng = StdRng::seed_from_u64(10);
+    let data = cycles_and_stars(&mut rng, 140);
+    let (train, rest) = data.split_at(80);
+    let (val, test) = rest.split_at(30);
+    let cpu = Cpu::<f32>::new();
+    let mut model =
+        GraphClassifier::gcn(&cpu, InputSpec::Dense(1), 16, 2, 2, 0.0, &mut rng).unwrap();
+    let report =
+        train_graph_classifier(&mut model, train, val, test, &cfg(40, GraphOptimizer::Adam))
+            .unwrap();
+    assert!(report.val_acc >= 0.95, "{report:?}");
+    assert!(report.test_acc >= 0.9, "{report:?}");
+    assert_eq!(report.epoch_secs.len(), report.epochs_run);
+    assert!(report.best_epoch < report.epochs_run);
+    // The model holds the selected parameters.
+    let (val_acc, val_loss) = evaluate_graphs(&mut model, val, 7).unwrap();
+    assert_eq!(val_acc, report.val_acc);
+    assert!((val_loss - report.val_loss).abs() < 1e-5);
+    let (test_acc, _) = evaluate_graphs(&mut model, test, 64).unwrap();
+    assert_eq!(test_acc, report.test_acc);
+}
+
+#[test]
+fn learns_text_like_documents_with_embeddings_and_adabelief() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let data = documents(&mut rng, 200);
+    let (train, rest) = data.split_at(120);
+    let (val, test) = rest.split_at(40);
+    let cpu = Cpu::<f32>::new();
+    let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
+    let mut model = GraphClassifier::gcn(&cpu, spec, 16, 1, 2, 0.2, &mut rng).unwrap();
+    let report = train_graph_classifier(
+        &mut model,
+        train,
+        val,
+        test,
+        &cfg(40, GraphOptimizer::AdaBelief),
+    )
+    .unwrap();
+    assert!(report.val_acc >= 0.85, "{report:?}");
+    assert!(report.test_acc >= 0.85, "{report:?}");
+
+    // A checkpoint of the trained model reproduces its accuracy in a fresh one.
+    let dir = std::env::temp_dir().join(format!("hdgcn-graphcls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("model.safetensors");
+    save_checkpoint(&model, &path).unwrap();
+    let mut fresh = GraphClassifier::gcn(&cpu, spec, 16, 1, 2, 0.2, &mut rng).unwrap();
+    load_checkpoint(&fresh, &path).unwrap();
+    assert_eq!(
+        evaluate_graphs(&mut fresh, test, 16).unwrap(),
+        evaluate_graphs(&mut model, test, 16).unwrap()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn runs_repeat_and_selection_never_looks_at_test_labels() {
+    let mut data_rng = StdRng::seed_from_u64(12);
+    let data = cycles_and_stars(&mut data_rng, 60);
+    let (train, rest) = data.split_at(30);
+    let (val, test) = rest.split_at(15);
+    let flipped: Vec<GraphSample> = test
+        .iter()
+        .map(|s| GraphSample {
+            label: 1 - s.label,
+            ..s.clone()
+        })
+        .collect();
+    let cpu = Cpu::<f64>::new();
+    let run = |test: &[GraphSample]| {
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut model =
+            GraphClassifier::gcn(&cpu, InputSpec::Dense(1), 8, 2, 2, 0.3, &mut rng).unwrap();
+        let mut c = cfg(8, GraphOptimizer::Adam);
+        c.batch_size = 7;
+        c.patience = None;
+        train_graph_classifier(&mut model, train, val, test, &c).unwrap()
+    };
+    let a = run(test);
+    let b = run(test);
+    let c = run(&flipped);
+    for r in [&b, &c] {
+        assert_eq!(r.best_epoch, a.best_epoch);
+        assert_eq!(r.val_acc, a.val_acc);
+        assert_eq!(r.val_loss, a.val_loss);
+        assert_eq!(r.final_loss, a.final_loss);
+    }
+    assert_eq!(b.test_acc, a.test_acc);
+    assert!((c.test_acc - (1.0 - a.test_acc)).abs() < 1e-12);
+}
+
+fn small_model(cpu: &Cpu<f64>, rng: &mut StdRng) -> GraphClassifier<Cpu<f64>> {
+    let input = InputLayer::Linear(Linear::new(cpu, 2, 3, true, rng).unwrap());
+    let convs: Vec<Box<dyn GraphConv<Cpu<f64>>>> = vec![
+        Box::new(GcnConv::new(cpu, 3, 3, rng).unwrap()),
+        Box::new(GcnConv::new(cpu, 3, 4, rng).unwrap()),
+    ];
+    let readout = Box::new(AttentionPooling::linear(cpu, 4, Some(5), rng).unwrap());
+    let classifier = Linear::new(cpu, 5, 3, true, rng).unwrap();
+    GraphClassifier::new(
+        Some(input),
+        convs,
+        readout,
+        classifier,
+        0.0,
+        Activation::Tanh,
+    )
+    .unwrap()
+}
+
+#[test]
+fn batch_equals_graphs_one_at_a_time_and_gradients_check() {
+    let cpu = Cpu::<f64>::new();
+    let mut rng = StdRng::seed_from_u64(13);
+    let model = small_model(&cpu, &mut rng);
+    let graphs = [
+        undirected(3, &[(0, 1), (1, 2)]),
+        Graph::from_edges(1, &[]).unwrap(),
+        undirected(4, &[(0, 1), (0, 2), (0, 3)]),
+    ];
+    let x = Array2::from_shape_fn((8, 2), |_| rng.random_range(-1.0..1.0));
+    let batch = DeviceGraph::from_batch(&cpu, &Batch::new(&graphs).unwrap()).unwrap();
+    let t = Tape::inference(&cpu);
+    let input = GraphInput::Features(Features::Dense(t.constant(x.clone())));
+    let all = model.forward(&t, &batch, &input).unwrap().to_array();
+    assert_eq!(all.dim(), (3, 3));
+    let mut off = 0;
+    for (g, graph) in graphs.iter().enumerate() {
+        let n = graph.num_nodes();
+        let one = DeviceGraph::new(&cpu, graph.clone());
+        let xi = x.slice(ndarray::s![off..off + n, ..]).to_owned();
+        let input = GraphInput::Features(Features::Dense(t.constant(xi)));
+        let row = model.forward(&t, &one, &input).unwrap().to_array();
+        for (a, b) in row.row(0).iter().zip(all.row(g)) {
+            assert!((a - b).abs() < 1e-12, "graph {g}: {a} vs {b}");
+        }
+        off += n;
+    }
+    let targets = Index::new(&cpu, &[2, 0, 1]).unwrap();
+    let rep = check_params(
+        &model.named_params(),
+        |t| {
+            let input = GraphInput::Features(Features::Dense(t.constant(x.clone())));
+            model
+                .forward(t, &batch, &input)?
+                .log_softmax(Axis::Cols)
+                .nll(&targets)
+        },
+        1e-6,
+    )
+    .unwrap();
+    assert!(rep.max_error < 1e-6, "{rep:?}");
+}
+
+#[test]
+fn parameter_names_follow_the_layers() {
+    let cpu = Cpu::<f32>::new();
+    let mut rng = StdRng::seed_from_u64(14);
+    let spec = InputSpec::Tokens { vocab: 9, dim: 4 };
+    let model = GraphClassifier::gcn(&cpu, spec, 6, 2, 3, 0.5, &mut rng).unwrap();
+    let names: Vec<String> = model.named_params().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "input.weight",
+            "conv1.lin.weight",
+            "conv1.bias",
+            "conv2.lin.weight",
+            "conv2.bias",
+            "readout.f1.weight",
+            "readout.f1.bias",
+            "readout.f2.weight",
+            "readout.f2.bias",
+            "classifier.weight",
+            "classifier.bias",
+        ]
+    );
+}
+
+#[test]
+fn inconsistent_models_and_samples_are_errors() {
+    let cpu = Cpu::<f32>::new();
+    let mut rng = StdRng::seed_from_u64(15);
+    // Widths that do not chain.
+    let conv: Box<dyn GraphConv<Cpu<f32>>> = Box::new(GcnConv::new(&cpu, 3, 4, &mut rng).unwrap());
+    let cls = Linear::new(&cpu, 5, 2, true, &mut rng).unwrap();
+    assert!(matches!(
+        GraphClassifier::new(
+            None,
+            vec![conv],
+            Box::new(MeanMaxReadout),
+            cls,
+            0.0,
+            Activation::Relu
+        ),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        GraphClassifier::gcn(&cpu, InputSpec::Dense(1), 4, 0, 2, 0.0, &mut rng),
+        Err(Error::InvalidConfig(_))
+    ));
+    // Samples.
+    assert!(matches!(
+        GraphSample::new(Graph::empty(), GraphFeatures::Tokens(vec![]), 0),
+        Err(Error::Empty(_))
+    ));
+    assert!(matches!(
+        GraphSample::new(
+            undirected(3, &[(0, 1)]),
+            GraphFeatures::Tokens(vec![1, 2]),
+            0
+        ),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    let mut model =
+        GraphClassifier::gcn(&cpu, InputSpec::Dense(1), 4, 1, 2, 0.0, &mut rng).unwrap();
+    let good = cycles_and_stars(&mut rng, 6);
+    let c = cfg(2, GraphOptimizer::Adam);
+    let mut bad = good.clone();
+    bad[2].graph = Graph::empty();
+    bad[2].features = GraphFeatures::Dense(Array2::ones((0, 1)));
+    match train_graph_classifier(&mut model, &bad, &good, &good, &c) {
+        Err(Error::Empty(m)) => assert!(m.contains("training sample 2"), "{m}"),
+        other => panic!("expected Error::Empty, got {other:?}"),
+    }
+    let mut bad = good.clone();
+    bad[1].label = 2;
+    assert!(matches!(
+        train_graph_classifier(&mut model, &good, &bad, &good, &c),
+        Err(Error::IndexOutOfRange {
+            index: 2,
+            len: 2,
+            ..
+        })
+    ));
+    let mut bad = good.clone();
+    bad[0].features = GraphFeatures::Tokens(vec![0; bad[0].graph.num_nodes()]);
+    assert!(matches!(
+        train_graph_classifier(&mut model, &good, &good, &bad, &c),
+        Err(Error::InvalidConfig(_))
+    ));
+    let mut bad = good.clone();
+    let n = bad[0].graph.num_nodes();
+    bad[0].features = GraphFeatures::Dense(Array2::ones((n, 2)));
+    assert!(matches!(
+        train_graph_classifier(&mut model, &bad, &good, &good, &c),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    assert!(matches!(
+        train_graph_classifier(&mut model, &good, &[], &good, &c),
+        Err(Error::Empty(_))
+    ));
+    let zero = GraphTrainConfig {
+        batch_size: 0,
+        ..c.clone()
+    };
+    assert!(matches!(
+        train_graph_classifier(&mut model, &good, &good, &good, &zero),
+        Err(Error::InvalidConfig(_))
+    ));
+    // Token ids for a model without an embedding, at the model level.
+    let t = Tape::inference(&cpu);
+    let g = DeviceGraph::new(&cpu, undirected(2, &[(0, 1)]));
+    let idx = Index::new(&cpu, &[0, 1]).unwrap();
+    assert!(matches!(
+        model.forward(&t, &g, &GraphInput::Tokens(idx)),
+        Err(Error::InvalidConfig(_))
+    ));
+}
