@@ -4,7 +4,7 @@
 
 use hdgcn::Error;
 use hdgcn::data::text::{
-    DocSplit, Document, TextCorpus, Vocab, doc_graph, load_glove, validation_split,
+    DocSplit, Document, MAX_GLOVE_DIM, TextCorpus, Vocab, doc_graph, load_glove, validation_split,
 };
 use hdgcn::data::text_gcn_dir;
 use std::path::{Path, PathBuf};
@@ -41,14 +41,26 @@ fn format_reason(e: Error) -> (String, String) {
     }
 }
 
-/// (name, train docs, test docs, classes, vocab size min_count 1, min_count 5)
-/// — vocabulary sizes count `<unk>`, over the training documents only
-/// (cross-checked with an independent Python count of the same files).
-const REAL: [(&str, usize, usize, usize, usize, usize); 4] = [
-    ("R8", 5485, 2189, 8, 7523, 6455),
-    ("r52", 6532, 2568, 52, 8696, 7465),
-    ("MR", 7108, 3554, 2, 15525, 3343),
-    ("ohsumed", 3357, 4043, 23, 13025, 9241),
+/// (name, train docs, test docs, classes, vocab size min_count 1, min_count 5,
+/// total nodes, total undirected edges of the window-3 graphs of all
+/// documents over the min_count-1 vocabulary) — vocabulary sizes count
+/// `<unk>` and use the training documents only. Vocabulary and graph figures
+/// were computed independently with a short Python script over the same files.
+type Real = (
+    &'static str,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+);
+const REAL: [Real; 4] = [
+    ("R8", 5485, 2189, 8, 7523, 6455, 323_590, 844_171),
+    ("r52", 6532, 2568, 52, 8696, 7465, 406_998, 1_071_924),
+    ("MR", 7108, 3554, 2, 15525, 3343, 195_062, 389_374),
+    ("ohsumed", 3357, 4043, 23, 13025, 9241, 588_048, 1_682_677),
 ];
 
 #[test]
@@ -57,7 +69,7 @@ fn real_corpora_match_published_counts() {
         return;
     };
     let dir = text_gcn_dir(&root);
-    for (name, train, test, classes, v1, v5) in REAL {
+    for (name, train, test, classes, v1, v5, total_nodes, total_edges) in REAL {
         let c = TextCorpus::load(&dir, name).unwrap();
         assert_eq!(c.name, name.to_lowercase());
         assert_eq!(c.docs.len(), train + test, "{name}");
@@ -96,6 +108,11 @@ fn real_corpora_match_published_counts() {
             edges as f64 / n
         );
         assert_eq!((vocab1.len(), vocab5.len()), (v1, v5), "{name} vocab sizes");
+        assert_eq!(
+            (nodes, edges),
+            (total_nodes, total_edges),
+            "{name} graph sizes"
+        );
     }
 }
 
@@ -418,6 +435,20 @@ fn glove_loader() {
     // word2vec header is skipped; empty file without dim is an error.
     std::fs::write(&path, "2 3\ndog 1 2 3\ncat 4 5 6").unwrap();
     assert_eq!(load_glove(&path, &v, None).unwrap().1, 2);
+    // Too many values on a line; dimension out of range.
+    std::fs::write(&path, format!("dog{}\n", " 1".repeat(MAX_GLOVE_DIM + 1))).unwrap();
+    let (_, reason) = format_reason(load_glove(&path, &v, None).unwrap_err());
+    assert!(reason.contains("line 1"), "{reason}");
+    for d in [0, MAX_GLOVE_DIM + 1, usize::MAX] {
+        assert!(matches!(
+            load_glove(&path, &v, Some(d)),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
+    // A `<unk>` line fills row 0.
+    std::fs::write(&path, "<unk> 7 7\nbird 1 2").unwrap();
+    let (m, found) = load_glove(&path, &v, None).unwrap();
+    assert_eq!((found, m.row(0).to_vec()), (2, vec![7.0, 7.0]));
     std::fs::write(&path, "").unwrap();
     assert!(matches!(
         load_glove(&path, &v, None),

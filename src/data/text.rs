@@ -450,6 +450,11 @@ pub fn validation_split(
     Ok((rest, val))
 }
 
+/// Largest vector dimension [`load_glove`] accepts (published word vectors
+/// have 50 to 1024), so that one long line cannot demand a
+/// `vocab x huge` matrix.
+pub const MAX_GLOVE_DIM: usize = 16_384;
+
 /// Reads word vectors from a GloVe text file (`word v1 v2 ... vd` a line,
 /// separated by whitespace) for the words of `vocab`.
 ///
@@ -466,15 +471,18 @@ pub fn validation_split(
 ///
 /// # Errors
 /// [`Error::MissingFile`] / [`Error::Io`] for the file;
-/// [`Error::InvalidConfig`] for `dim == Some(0)`; [`Error::Format`] naming
-/// the line for a line with a different number of values, a value that is
+/// [`Error::InvalidConfig`] for `dim` of `Some(0)` or above
+/// [`MAX_GLOVE_DIM`]; [`Error::Format`] naming the line for a line with a
+/// different number of values or more than [`MAX_GLOVE_DIM`], a value that is
 /// not a number or is NaN/infinite, invalid UTF-8, or (with `dim = None`) a
 /// file without any vector.
 pub fn load_glove(path: &Path, vocab: &Vocab, dim: Option<usize>) -> Result<(Array2<f32>, usize)> {
-    if dim == Some(0) {
-        return Err(Error::InvalidConfig(
-            "GloVe dimension must be positive".into(),
-        ));
+    if let Some(d) = dim {
+        if d == 0 || d > MAX_GLOVE_DIM {
+            return Err(Error::InvalidConfig(format!(
+                "GloVe dimension {d} not in 1..={MAX_GLOVE_DIM}"
+            )));
+        }
     }
     let file = std::fs::File::open(path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
@@ -516,6 +524,9 @@ pub fn load_glove(path: &Path, vocab: &Vocab, dim: Option<usize>) -> Result<(Arr
                 .map_err(|_| bad(line_no, format!("value {f:?} is not a number")))?;
             if !v.is_finite() {
                 return Err(bad(line_no, format!("non-finite value {f:?}")));
+            }
+            if values.len() == MAX_GLOVE_DIM {
+                return Err(bad(line_no, format!("more than {MAX_GLOVE_DIM} values")));
             }
             values.push(v);
         }
