@@ -1,12 +1,15 @@
 //! Dataset loading: Planetoid citation graphs, their public and
-//! full-supervised splits, and the safe pickle reader behind them.
+//! full-supervised splits, the safe pickle reader behind them, and the
+//! text_gcn document corpora ([`text`]).
 
 pub mod pickle;
 pub mod planetoid;
 pub mod splits;
+pub mod text;
 
 pub use planetoid::{Planetoid, Split};
 pub use splits::{geom_gcn_split, masks_to_split, random_split};
+pub use text::{TextCorpus, text_gcn_dir};
 
 use std::path::{Path, PathBuf};
 

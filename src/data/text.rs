@@ -1,0 +1,573 @@
+//! Document-classification corpora of yao8839836/text_gcn (R8, R52, mr,
+//! ohsumed), their vocabulary, one word graph per document (math notes §7),
+//! seeded validation splits and a GloVe text-file reader.
+//!
+//! # File layout
+//!
+//! `<root>/text_gcn/<NAME>.txt` holds one line per document,
+//! `id<TAB>split<TAB>label`, where `split` is `train` or `test` (ohsumed
+//! writes `training`, accepted as `train`; its ids are paths). The matching
+//! `<root>/text_gcn/corpus/<NAME>.clean.txt` holds the documents' text, one
+//! line each, already lower-cased and cleaned; tokens are separated by
+//! whitespace. Either file may lack a final newline, and `\r\n` line endings
+//! are accepted.
+
+use super::read_file;
+use crate::graph::Graph;
+use crate::{Error, Result};
+use ndarray::Array2;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use std::collections::{BTreeSet, HashMap};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+/// Whether a document belongs to the training or the test part of a corpus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DocSplit {
+    /// Training document (`train`, or ohsumed's `training`).
+    Train,
+    /// Test document (`test`).
+    Test,
+}
+
+/// One document of a [`TextCorpus`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    /// The document's id as written in `<NAME>.txt` (a number, or a path for
+    /// ohsumed).
+    pub id: String,
+    /// Whitespace-separated tokens of its line in `corpus/<NAME>.clean.txt`.
+    pub tokens: Vec<String>,
+    /// Class id: an index into [`TextCorpus::labels`].
+    pub label: usize,
+    /// Train or test.
+    pub split: DocSplit,
+}
+
+/// A text-classification corpus: documents in file order with their labels.
+///
+/// # Example
+///
+/// ```
+/// use hdgcn::data::text::{DocSplit, TextCorpus, Vocab, doc_graph, validation_split};
+///
+/// // A tiny corpus in the text_gcn layout (real ones live in `<data>/text_gcn`).
+/// let root = std::env::temp_dir().join(format!("hdgcn-doc-text-{}", std::process::id()));
+/// std::fs::create_dir_all(root.join("corpus")).unwrap();
+/// std::fs::write(root.join("mr.txt"), "0\ttrain\t1\n1\ttrain\t0\n2\ttest\t1").unwrap();
+/// std::fs::write(
+///     root.join("corpus/mr.clean.txt"),
+///     "a fine film\na dull film\nfine fine acting",
+/// )
+/// .unwrap();
+///
+/// let corpus = TextCorpus::load(&root, "MR")?;
+/// assert_eq!(corpus.docs.len(), 3);
+/// assert_eq!(corpus.labels, ["0", "1"]);
+/// assert_eq!(corpus.docs[2].split, DocSplit::Test);
+///
+/// // Vocabulary from the training documents only: "acting" is out of vocabulary.
+/// let train = corpus.train_indices();
+/// let vocab = Vocab::build(train.iter().map(|&i| &corpus.docs[i]), 1);
+/// assert_eq!(vocab.id("acting"), 0); // <unk>
+///
+/// // One graph per document: nodes = distinct words, window of 3 tokens.
+/// let g = doc_graph(&corpus.docs[0], &vocab, 3)?;
+/// assert_eq!(g.graph.num_nodes(), 3);
+/// assert_eq!(g.graph.num_edges(), 6); // a-fine, a-film, fine-film, both ways
+///
+/// let (rest, val) = validation_split(&train, 0.5, 0)?;
+/// assert_eq!((rest.len(), val.len()), (1, 1));
+/// # std::fs::remove_dir_all(&root).ok();
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextCorpus {
+    /// Lower-case corpus name (`r8`, `r52`, `mr` or `ohsumed`; free-form for
+    /// [`TextCorpus::from_files`]).
+    pub name: String,
+    /// Every document, in file order.
+    pub docs: Vec<Document>,
+    /// Class names, sorted ascending (byte order); [`Document::label`]
+    /// indexes this.
+    pub labels: Vec<String>,
+}
+
+/// Known corpora: (lower-case name, file stem).
+const CORPORA: [(&str, &str); 4] = [
+    ("r8", "R8"),
+    ("r52", "R52"),
+    ("mr", "mr"),
+    ("ohsumed", "ohsumed"),
+];
+
+/// `root/text_gcn`: folder of the `<NAME>.txt` files and `corpus/`.
+pub fn text_gcn_dir(root: &Path) -> PathBuf {
+    root.join("text_gcn")
+}
+
+/// Splits file contents into lines: `\n` separated, an optional trailing
+/// `\r` removed, no phantom empty line after a final newline. Yields
+/// `(1-based line number, line)`; non-UTF-8 is an [`Error::Format`].
+fn lines_of<'a>(bytes: &'a [u8], path: &Path) -> Result<Vec<(usize, &'a str)>> {
+    let mut out = Vec::new();
+    if bytes.is_empty() {
+        return Ok(out);
+    }
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    for (i, raw) in body.split(|&b| b == b'\n').enumerate() {
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let line = std::str::from_utf8(raw).map_err(|e| {
+            Error::format(
+                path.display().to_string(),
+                format!("line {}: invalid UTF-8 ({e})", i + 1),
+            )
+        })?;
+        out.push((i + 1, line));
+    }
+    Ok(out)
+}
+
+impl TextCorpus {
+    /// Loads `root/<NAME>.txt` and `root/corpus/<NAME>.clean.txt`, where
+    /// `root` is the `text_gcn` folder (see [`text_gcn_dir`]).
+    ///
+    /// `name` is case-insensitive: `r8`, `r52`, `mr` or `ohsumed` (file
+    /// stems `R8`, `R52`, `mr`, `ohsumed`); anything else is
+    /// [`Error::InvalidConfig`].
+    ///
+    /// # Errors
+    /// [`Error::MissingFile`] for a missing file; [`Error::Format`] (naming
+    /// the file and line) for a line that is not `id<TAB>split<TAB>label`,
+    /// an unknown split, an empty label, invalid UTF-8, a label file with no
+    /// documents, or different numbers of lines in the two files.
+    pub fn load(root: &Path, name: &str) -> Result<TextCorpus> {
+        let lower = name.to_lowercase();
+        let Some(&(key, stem)) = CORPORA.iter().find(|(k, _)| *k == lower) else {
+            return Err(Error::InvalidConfig(format!(
+                "unknown text corpus {name:?} (expected r8, r52, mr or ohsumed)"
+            )));
+        };
+        TextCorpus::from_files(
+            key,
+            &root.join(format!("{stem}.txt")),
+            &root.join("corpus").join(format!("{stem}.clean.txt")),
+        )
+    }
+
+    /// Loads a corpus in the text_gcn format from explicit paths: the label
+    /// file (`id<TAB>split<TAB>label` lines) and the text file (one document
+    /// a line). `name` is stored as given. Errors as [`TextCorpus::load`].
+    pub fn from_files(name: &str, labels_path: &Path, text_path: &Path) -> Result<TextCorpus> {
+        let meta_bytes = read_file(labels_path)?;
+        let text_bytes = read_file(text_path)?;
+        let meta = lines_of(&meta_bytes, labels_path)?;
+        let text = lines_of(&text_bytes, text_path)?;
+        let bad = |path: &Path, line: usize, why: String| {
+            Error::format(path.display().to_string(), format!("line {line}: {why}"))
+        };
+        if meta.is_empty() {
+            return Err(Error::format(
+                labels_path.display().to_string(),
+                "no documents",
+            ));
+        }
+        if meta.len() != text.len() {
+            // Report the first line present in one file and missing in the other.
+            let (path, line) = if text.len() > meta.len() {
+                (text_path, meta.len() + 1)
+            } else {
+                (labels_path, text.len() + 1)
+            };
+            return Err(bad(
+                path,
+                line,
+                format!(
+                    "{} lists {} documents but {} has {}",
+                    labels_path.display(),
+                    meta.len(),
+                    text_path.display(),
+                    text.len()
+                ),
+            ));
+        }
+        let mut raw = Vec::with_capacity(meta.len());
+        for &(line, m) in &meta {
+            let fields: Vec<&str> = m.split('\t').collect();
+            if fields.len() != 3 {
+                return Err(bad(
+                    labels_path,
+                    line,
+                    format!(
+                        "expected 3 tab-separated fields (id, split, label), found {}",
+                        fields.len()
+                    ),
+                ));
+            }
+            let split = match fields[1].trim() {
+                "train" | "training" => DocSplit::Train,
+                "test" => DocSplit::Test,
+                other => {
+                    return Err(bad(
+                        labels_path,
+                        line,
+                        format!("unknown split {other:?} (expected train, training or test)"),
+                    ));
+                }
+            };
+            let label = fields[2].trim();
+            if label.is_empty() {
+                return Err(bad(labels_path, line, "empty label".into()));
+            }
+            raw.push((fields[0].trim().to_string(), split, label));
+        }
+        let labels: Vec<String> = raw
+            .iter()
+            .map(|r| r.2)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        let label_id: HashMap<&str, usize> = labels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (l.as_str(), i))
+            .collect();
+        let docs = raw
+            .into_iter()
+            .zip(&text)
+            .map(|((id, split, label), &(_, t))| Document {
+                id,
+                tokens: t.split_whitespace().map(str::to_string).collect(),
+                label: label_id[label],
+                split,
+            })
+            .collect();
+        Ok(TextCorpus {
+            name: name.to_string(),
+            docs,
+            labels,
+        })
+    }
+
+    /// Indices (into [`TextCorpus::docs`], ascending) of the training documents.
+    pub fn train_indices(&self) -> Vec<usize> {
+        self.indices(DocSplit::Train)
+    }
+
+    /// Indices (into [`TextCorpus::docs`], ascending) of the test documents.
+    pub fn test_indices(&self) -> Vec<usize> {
+        self.indices(DocSplit::Test)
+    }
+
+    fn indices(&self, split: DocSplit) -> Vec<usize> {
+        self.docs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.split == split)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Number of classes (`labels.len()`).
+    pub fn num_classes(&self) -> usize {
+        self.labels.len()
+    }
+}
+
+/// A word vocabulary: token -> id, with id 0 reserved for the
+/// out-of-vocabulary token [`Vocab::UNK`].
+///
+/// Ids `1..` are assigned by decreasing count, ties broken by byte order of
+/// the token, so a vocabulary is a deterministic function of its documents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vocab {
+    tokens: Vec<String>,
+    ids: HashMap<String, usize>,
+}
+
+impl Vocab {
+    /// The out-of-vocabulary token, id 0.
+    pub const UNK: &'static str = "<unk>";
+
+    /// Builds the vocabulary of the given documents (pass the training
+    /// documents only, so that no test word leaks in): every token occurring
+    /// at least `min_count` times in total (`0` acts as `1`). A literal
+    /// `<unk>` token in the documents is not added (it already has id 0).
+    pub fn build<'a>(docs: impl IntoIterator<Item = &'a Document>, min_count: usize) -> Vocab {
+        let mut counts: HashMap<&'a str, usize> = HashMap::new();
+        for d in docs {
+            for t in &d.tokens {
+                *counts.entry(t.as_str()).or_insert(0) += 1;
+            }
+        }
+        let mut kept: Vec<(&str, usize)> = counts
+            .into_iter()
+            .filter(|&(t, c)| c >= min_count.max(1) && t != Self::UNK)
+            .collect();
+        kept.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let tokens: Vec<String> = std::iter::once(Self::UNK)
+            .chain(kept.into_iter().map(|(t, _)| t))
+            .map(str::to_string)
+            .collect();
+        let ids = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i))
+            .collect();
+        Vocab { tokens, ids }
+    }
+
+    /// Id of `tok`, or 0 (`<unk>`) if it is not in the vocabulary.
+    pub fn id(&self, tok: &str) -> usize {
+        self.ids.get(tok).copied().unwrap_or(0)
+    }
+
+    /// Whether `tok` has its own id (is not out of vocabulary).
+    pub fn contains(&self, tok: &str) -> bool {
+        tok != Self::UNK && self.ids.contains_key(tok)
+    }
+
+    /// Number of ids, `<unk>` included (so at least 1).
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Always `false`: a vocabulary holds at least `<unk>`.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// The token with id `id` (`Some("<unk>")` for 0), `None` if out of range.
+    pub fn token(&self, id: usize) -> Option<&str> {
+        self.tokens.get(id).map(String::as_str)
+    }
+}
+
+/// The word graph of one document (math notes §7).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocGraph {
+    /// Unweighted, undirected (both directions stored), no self loops.
+    pub graph: Graph,
+    /// Vocabulary id of each node: the document's distinct vocabulary ids in
+    /// order of first occurrence. All out-of-vocabulary words share one
+    /// `<unk>` node (id 0).
+    pub node_tokens: Vec<usize>,
+    /// The document's class id.
+    pub label: usize,
+}
+
+/// Builds the graph of `doc`: one node per distinct word (after mapping
+/// through `vocab`, so all out-of-vocabulary words are one `<unk>` node),
+/// and an edge between two distinct nodes whose words occur at token
+/// distance `<= window - 1` somewhere in the document (`window = 3` in the
+/// paper). Edges are unweighted (weight 1 however often the pair co-occurs)
+/// and stored in both directions; no self loops (a repeated word is one
+/// node). A one-word document gives one node and no edge.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] if `window == 0`; [`Error::Empty`] (naming the
+/// document id) for a document without tokens — the caller decides whether
+/// to skip it.
+pub fn doc_graph(doc: &Document, vocab: &Vocab, window: usize) -> Result<DocGraph> {
+    if window == 0 {
+        return Err(Error::InvalidConfig(
+            "doc_graph window must be at least 1".into(),
+        ));
+    }
+    if doc.tokens.is_empty() {
+        return Err(Error::Empty(format!("document {:?} has no tokens", doc.id)));
+    }
+    let mut node_of: HashMap<usize, usize> = HashMap::new();
+    let mut node_tokens = Vec::new();
+    let seq: Vec<usize> = doc
+        .tokens
+        .iter()
+        .map(|t| {
+            let v = vocab.id(t);
+            *node_of.entry(v).or_insert_with(|| {
+                node_tokens.push(v);
+                node_tokens.len() - 1
+            })
+        })
+        .collect();
+    let mut edges = BTreeSet::new();
+    for (i, &a) in seq.iter().enumerate() {
+        for &b in seq.iter().skip(i + 1).take(window - 1) {
+            if a != b {
+                edges.insert((a, b));
+                edges.insert((b, a));
+            }
+        }
+    }
+    let edges: Vec<(usize, usize)> = edges.into_iter().collect();
+    Ok(DocGraph {
+        graph: Graph::from_edges(node_tokens.len(), &edges)?,
+        node_tokens,
+        label: doc.label,
+    })
+}
+
+/// Seeded random hold-out of a validation set from the training indices.
+///
+/// Shuffles a copy of `train` with `StdRng::seed_from_u64(seed)` and moves
+/// the first `floor(fraction * train.len())` to the validation set (text_gcn
+/// uses `fraction = 0.1`). Returns `(train_rest, val)`, each sorted
+/// ascending; only the given indices are used, so the test set is never
+/// touched.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] if `fraction` is not in `[0, 1]` or `train`
+/// holds a duplicate index.
+pub fn validation_split(
+    train: &[usize],
+    fraction: f64,
+    seed: u64,
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    if !(0.0..=1.0).contains(&fraction) {
+        return Err(Error::InvalidConfig(format!(
+            "validation fraction {fraction} not in [0, 1]"
+        )));
+    }
+    let mut shuffled = train.to_vec();
+    shuffled.sort_unstable();
+    if let Some(w) = shuffled.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::InvalidConfig(format!(
+            "duplicate training index {}",
+            w[0]
+        )));
+    }
+    // Shuffle in the caller's order so the result depends only on (train, seed).
+    shuffled.copy_from_slice(train);
+    shuffled.shuffle(&mut StdRng::seed_from_u64(seed));
+    let n_val = ((fraction * train.len() as f64).floor() as usize).min(train.len());
+    let mut val = shuffled[..n_val].to_vec();
+    let mut rest = shuffled[n_val..].to_vec();
+    val.sort_unstable();
+    rest.sort_unstable();
+    Ok((rest, val))
+}
+
+/// Largest vector dimension [`load_glove`] accepts (published word vectors
+/// have 50 to 1024), so that one long line cannot demand a
+/// `vocab x huge` matrix.
+pub const MAX_GLOVE_DIM: usize = 16_384;
+
+/// Reads word vectors from a GloVe text file (`word v1 v2 ... vd` a line,
+/// separated by whitespace) for the words of `vocab`.
+///
+/// Returns a `vocab.len() x d` matrix whose row `i` is the vector of
+/// `vocab.token(i)`, and the number of vocabulary ids found in the file.
+/// Rows of words absent from the file (and the `<unk>` row, unless the file
+/// has a `<unk>` line) are **zeros**; callers wanting random initialisation
+/// fill those rows themselves. Words are matched exactly (the text_gcn
+/// corpora are lower-case, like the `glove.6B` files); if a word occurs
+/// twice, its first line wins. Blank lines are skipped. `d` is `dim` if
+/// given, else the number of values on the first line; a word2vec-style
+/// header line of two integers `count d` (`d > 1`, equal to `dim` if given)
+/// as the first line is skipped.
+///
+/// # Errors
+/// [`Error::MissingFile`] / [`Error::Io`] for the file;
+/// [`Error::InvalidConfig`] for `dim` of `Some(0)` or above
+/// [`MAX_GLOVE_DIM`]; [`Error::Format`] naming the line for a line with a
+/// different number of values or more than [`MAX_GLOVE_DIM`], a value that is
+/// not a number or is NaN/infinite, invalid UTF-8, or (with `dim = None`) a
+/// file without any vector.
+pub fn load_glove(path: &Path, vocab: &Vocab, dim: Option<usize>) -> Result<(Array2<f32>, usize)> {
+    if let Some(d) = dim {
+        if d == 0 || d > MAX_GLOVE_DIM {
+            return Err(Error::InvalidConfig(format!(
+                "GloVe dimension {d} not in 1..={MAX_GLOVE_DIM}"
+            )));
+        }
+    }
+    let file = std::fs::File::open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::MissingFile(path.to_path_buf())
+        } else {
+            Error::io(path, e)
+        }
+    })?;
+    let mut reader = std::io::BufReader::new(file);
+    let pname = path.display().to_string();
+    let bad =
+        |line: usize, why: String| Error::format(pname.clone(), format!("line {line}: {why}"));
+    let mut dim = dim;
+    let mut out: Option<Array2<f32>> = dim.map(|d| Array2::zeros((vocab.len(), d)));
+    let mut seen = vec![false; vocab.len()];
+    let mut found = 0;
+    let mut buf = Vec::new();
+    let mut line_no = 0;
+    let mut values: Vec<f32> = Vec::new();
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| Error::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        let line =
+            std::str::from_utf8(&buf).map_err(|e| bad(line_no, format!("invalid UTF-8 ({e})")))?;
+        let mut fields = line.split_whitespace();
+        let Some(word) = fields.next() else {
+            continue;
+        };
+        values.clear();
+        for f in fields {
+            let v: f32 = f
+                .parse()
+                .map_err(|_| bad(line_no, format!("value {f:?} is not a number")))?;
+            if !v.is_finite() {
+                return Err(bad(line_no, format!("non-finite value {f:?}")));
+            }
+            if values.len() == MAX_GLOVE_DIM {
+                return Err(bad(line_no, format!("more than {MAX_GLOVE_DIM} values")));
+            }
+            values.push(v);
+        }
+        if line_no == 1 && values.len() == 1 && word.parse::<u64>().is_ok() {
+            // word2vec-style header `count dim` (a 1-d vector is not plausible).
+            let h = values[0];
+            if h.fract() == 0.0 && h > 1.0 && dim.is_none_or(|d| d as f32 == h) {
+                continue;
+            }
+        }
+        let d = match dim {
+            Some(d) => d,
+            None => {
+                if values.is_empty() {
+                    return Err(bad(line_no, format!("word {word:?} has no values")));
+                }
+                dim = Some(values.len());
+                out = Some(Array2::zeros((vocab.len(), values.len())));
+                values.len()
+            }
+        };
+        if values.len() != d {
+            return Err(bad(
+                line_no,
+                format!("word {word:?} has {} values, expected {d}", values.len()),
+            ));
+        }
+        let id = vocab.id(word);
+        if (id != 0 || word == Vocab::UNK) && !seen[id] {
+            seen[id] = true;
+            found += 1;
+            if let Some(m) = out.as_mut() {
+                m.row_mut(id)
+                    .iter_mut()
+                    .zip(&values)
+                    .for_each(|(o, &v)| *o = v);
+            }
+        }
+    }
+    match out {
+        Some(m) => Ok((m, found)),
+        None => Err(Error::format(pname, "no word vectors (dimension unknown)")),
+    }
+}
