@@ -15,6 +15,7 @@
 //! | [`backend`] | the [`backend::Backend`] trait and the CPU backend ([`backend::Cpu`]) |
 //! | [`autograd`] | [`autograd::Tape`], [`autograd::Var`], [`autograd::Param`], gradient checks |
 //! | [`nn`] | [`nn::Module`] and standard layers |
+//! | [`attention`] | [`attention::MvcAttn`]: multi-vote cross-attention with per-graph supernodes |
 //! | [`conv`] | the [`conv::GraphConv`] trait, [`conv::DeviceGraph`], convolutions |
 //! | [`models`] | ready-made models ([`models::NodeClassifier`]) |
 //! | [`optim`] | SGD, Adam, AdamW, AdaBelief, clipping, schedules |
@@ -47,6 +48,7 @@
 //! # Ok::<(), hdgcn::Error>(())
 //! ```
 
+pub mod attention;
 pub mod autograd;
 pub mod backend;
 pub mod conv;
