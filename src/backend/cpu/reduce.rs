@@ -195,7 +195,7 @@ pub(crate) fn segment_softmax<F: Float>(x: &Array2<F>, ptr: &[u32]) -> Array2<F>
         }
         for row in block.chunks_exact_mut(c) {
             for (v, &s) in row.iter_mut().zip(&sum) {
-                *v = *v / s;
+                *v /= s;
             }
         }
     }

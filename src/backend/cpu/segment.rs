@@ -121,7 +121,7 @@ pub(crate) fn segment_mix<F: Float>(a: &Array2<F>, u: &Array2<F>, ptr: &[u32]) -
 
 /// Adds `Σ_{v in rows} a[v, :]ᵀ ⊗ x[v]` into `acc` (`M x h`).
 fn accumulate<F: Float>(acc: &mut [F], a: &[F], x: &[F], rows: std::ops::Range<usize>, m: usize) {
-    let h = if m == 0 { 0 } else { acc.len() / m };
+    let h = acc.len().checked_div(m).unwrap_or(0);
     for v in rows {
         let xv = &x[v * h..(v + 1) * h];
         for j in 0..m {
