@@ -12,6 +12,14 @@
 //! `softmax(Q Kᵀ / sqrt(d)) V` with `N x N` scores, built from ordinary `Var`
 //! ops. With `--json` every measurement is one JSON object per line:
 //! `{"n", "ms", "peak_rss_mb", "kind"}`.
+//!
+//! Above glibc's mmap threshold (at most 32 MiB) every fresh `N x h` tensor
+//! is mapped from the kernel and faulted in page by page, which costs as much
+//! as the arithmetic at `N >= 10^5`. Children inherit the environment, so the
+//! allocator can be tuned for a run without changing the code, e.g.
+//! `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` (transparent huge pages) or
+//! `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=17179869184`
+//! (reuse freed memory).
 
 use std::process::Command;
 use std::time::Instant;

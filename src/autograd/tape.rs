@@ -397,7 +397,10 @@ impl<B: Backend> Tape<B> {
                 }
                 Op::SegmentScores { k, q, ptr } => {
                     if nodes[*k].requires_grad {
-                        acc(*k, b.segment_mix(&g, val(*q), ptr), &mut grads);
+                        match &mut grads[*k] {
+                            Some(prev) => b.segment_mix_add(prev, &g, val(*q), ptr),
+                            slot => *slot = Some(b.segment_mix(&g, val(*q), ptr)),
+                        }
                     }
                     if nodes[*q].requires_grad {
                         acc(*q, b.segment_weighted_sum(&g, val(*k), ptr), &mut grads);
@@ -418,7 +421,10 @@ impl<B: Backend> Tape<B> {
                         acc(*a, b.segment_scores(val(*x), &g, ptr, m), &mut grads);
                     }
                     if nodes[*x].requires_grad {
-                        acc(*x, b.segment_mix(val(*a), &g, ptr), &mut grads);
+                        match &mut grads[*x] {
+                            Some(prev) => b.segment_mix_add(prev, val(*a), &g, ptr),
+                            slot => *slot = Some(b.segment_mix(val(*a), &g, ptr)),
+                        }
                     }
                 }
                 &Op::Reshape { x } => {

@@ -330,6 +330,18 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// Mixing `out[v] = Σ_j a[v, j] u[g(v)·M + j]` (`N x h`), `a: N x M`,
     /// `u: (G·M) x h`.
     fn segment_mix(&self, a: &Self::Tensor, u: &Self::Tensor, ptr: &Self::Index) -> Self::Tensor;
+    /// `acc += segment_mix(a, u, ptr)` in place (gradient accumulation
+    /// without a temporary `N x h` tensor). The default allocates.
+    fn segment_mix_add(
+        &self,
+        acc: &mut Self::Tensor,
+        a: &Self::Tensor,
+        u: &Self::Tensor,
+        ptr: &Self::Index,
+    ) {
+        let t = self.segment_mix(a, u, ptr);
+        self.add_assign(acc, &t);
+    }
     /// Weighted per-segment sums `out[g·M + j] = Σ_{v in g} a[v, j] x[v]`
     /// (`(G·M) x h`), `a: N x M`, `x: N x h`.
     fn segment_weighted_sum(

@@ -106,17 +106,30 @@ pub(crate) fn segment_scores<F: Float>(
 
 /// `out[v] = Σ_j a[v, j] u[g(v)·M + j]` (`N x h`, `M = a.ncols()`).
 pub(crate) fn segment_mix<F: Float>(a: &Array2<F>, u: &Array2<F>, ptr: &[u32]) -> Array2<F> {
+    let mut out = Array2::zeros((a.nrows(), u.ncols()));
+    segment_mix_add(&mut out, a, u, ptr);
+    out
+}
+
+/// `acc[v] += Σ_j a[v, j] u[g(v)·M + j]` in place.
+pub(crate) fn segment_mix_add<F: Float>(
+    acc: &mut Array2<F>,
+    a: &Array2<F>,
+    u: &Array2<F>,
+    ptr: &[u32],
+) {
     let (n, m) = a.dim();
     let h = u.ncols();
     let (as_, us) = (slice_of(a), slice_of(u));
-    let mut out = vec![F::zero(); n * h];
-    for_each_row(&mut out, h, ptr, n * m * h, |v, g, row| {
+    let out = acc
+        .as_slice_mut()
+        .expect("accumulators are standard layout");
+    for_each_row(out, h, ptr, n * m * h, |v, g, row| {
         for j in 0..m {
             let r = g * m + j;
             axpy(row, as_[v * m + j], &us[r * h..(r + 1) * h]);
         }
     });
-    Array2::from_shape_vec((n, h), out).expect("segment_mix shape")
 }
 
 /// Adds `Σ_{v in rows} a[v, :]ᵀ ⊗ x[v]` into `acc` (`M x h`).
