@@ -321,9 +321,12 @@ impl<B: Backend> MvcAttn<B> {
 
         // 1. MVProj: S = LayerNorm(mean_v z_v W^V_m), (G·M) x h.
         let zbar = z.segment_reduce(seg, SegmentReduce::Mean)?;
+        let sup_rows = graphs
+            .checked_mul(m)
+            .ok_or_else(|| Error::InvalidConfig("MvcAttn: graphs * supernodes overflows".into()))?;
         let s_all = zbar
             .matmul(&tape.param(&self.mvproj))?
-            .reshape(graphs * m, h)?;
+            .reshape(sup_rows, h)?;
         let s_sup = self.mvproj_norm.forward(&s_all)?;
 
         // 2. FCAttn. E_fᵀ[v, m] = z_v · (s_m W_fq W_fkᵀ) / sqrt(d_c), N x M.
