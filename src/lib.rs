@@ -15,6 +15,7 @@
 //! | [`backend`] | the [`backend::Backend`] trait and the CPU backend ([`backend::Cpu`]) |
 //! | [`autograd`] | [`autograd::Tape`], [`autograd::Var`], [`autograd::Param`], gradient checks |
 //! | [`nn`] | [`nn::Module`] and standard layers |
+//! | [`attention`] | [`attention::MvcAttn`]: multi-vote cross-attention with per-graph supernodes |
 //! | [`conv`] | the [`conv::GraphConv`] trait, [`conv::DeviceGraph`], convolutions |
 //! | [`models`] | ready-made models ([`models::NodeClassifier`], [`models::GraphClassifier`]) |
 //! | [`readout`] | graph-level pooling ([`readout::Readout`]: sum, mean, max, gated, attention) |
@@ -49,6 +50,7 @@
 //! # Ok::<(), hdgcn::Error>(())
 //! ```
 
+pub mod attention;
 pub mod autograd;
 pub mod backend;
 pub mod checkpoint;

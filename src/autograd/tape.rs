@@ -57,6 +57,14 @@ pub(crate) enum Op<B: Backend> {
     SegmentSoftmax { x: usize, ptr: B::Index },
     /// Broadcast of one row per segment to the segment's rows.
     SegmentBroadcast { x: usize, ptr: B::Index },
+    /// `out[v, j] = k[v] · q[g(v)·m + j]`.
+    SegmentScores { k: usize, q: usize, ptr: B::Index },
+    /// `out[v] = Σ_j a[v, j] u[g(v)·M + j]`.
+    SegmentMix { a: usize, u: usize, ptr: B::Index },
+    /// `out[g·M + j] = Σ_{v in g} a[v, j] x[v]`.
+    SegmentWeightedSum { a: usize, x: usize, ptr: B::Index },
+    /// Row-major reshape.
+    Reshape { x: usize },
     /// Mean negative log-likelihood.
     Nll { logp: usize, target: B::Index },
     /// Mean binary cross-entropy with logits against constant targets.
@@ -386,6 +394,42 @@ impl<B: Backend> Tape<B> {
                 Op::SegmentBroadcast { x, ptr } => {
                     let (dx, _) = b.segment_reduce(&g, ptr, SegmentReduce::Sum);
                     acc(*x, dx, &mut grads);
+                }
+                Op::SegmentScores { k, q, ptr } => {
+                    if nodes[*k].requires_grad {
+                        match &mut grads[*k] {
+                            Some(prev) => b.segment_mix_add(prev, &g, val(*q), ptr),
+                            slot => *slot = Some(b.segment_mix(&g, val(*q), ptr)),
+                        }
+                    }
+                    if nodes[*q].requires_grad {
+                        acc(*q, b.segment_weighted_sum(&g, val(*k), ptr), &mut grads);
+                    }
+                }
+                Op::SegmentMix { a, u, ptr } => {
+                    if nodes[*a].requires_grad {
+                        let m = b.shape(val(*a)).1;
+                        acc(*a, b.segment_scores(&g, val(*u), ptr, m), &mut grads);
+                    }
+                    if nodes[*u].requires_grad {
+                        acc(*u, b.segment_weighted_sum(val(*a), &g, ptr), &mut grads);
+                    }
+                }
+                Op::SegmentWeightedSum { a, x, ptr } => {
+                    if nodes[*a].requires_grad {
+                        let m = b.shape(val(*a)).1;
+                        acc(*a, b.segment_scores(val(*x), &g, ptr, m), &mut grads);
+                    }
+                    if nodes[*x].requires_grad {
+                        match &mut grads[*x] {
+                            Some(prev) => b.segment_mix_add(prev, val(*a), &g, ptr),
+                            slot => *slot = Some(b.segment_mix(val(*a), &g, ptr)),
+                        }
+                    }
+                }
+                &Op::Reshape { x } => {
+                    let (r, c) = b.shape(val(x));
+                    acc(x, b.reshape(&g, r, c), &mut grads);
                 }
                 Op::Nll { logp, target } => {
                     let (r, c) = b.shape(val(*logp));

@@ -509,6 +509,128 @@ impl<B: Backend> Var<B> {
         ))
     }
 
+    // ----- node–supernode cross-attention ------------------------------------------
+
+    /// Supernode rows expected for `seg` with `m` supernodes per segment.
+    fn supernode_rows(seg: &Segments<B>, m: usize, op: &'static str) -> Result<usize> {
+        seg.num_segments()
+            .checked_mul(m)
+            .ok_or_else(|| Error::InvalidConfig(format!("{op}: G * M overflows")))
+    }
+
+    /// Node–supernode scores: `self` is `K` (`N x d`, rows grouped by `seg`),
+    /// `q` is `Q` (`(G·m) x d`, graph `g` owning rows `g·m..(g+1)·m`); the
+    /// result is `E` (`N x m`) with `E[v, j] = K[v] · Q[g(v)·m + j]`.
+    /// Costs `O(N·m·d)`; never forms an `N x N` matrix.
+    ///
+    /// ```
+    /// use hdgcn::autograd::{Segments, Tape};
+    /// use hdgcn::backend::Cpu;
+    /// let cpu = Cpu::<f64>::new();
+    /// let tape = Tape::new(&cpu);
+    /// let seg = Segments::new(&cpu, &[0, 2, 3])?; // graphs {0, 1} and {2}
+    /// let k = tape.constant_array(&ndarray::arr2(&[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]));
+    /// let q = tape.constant_array(&ndarray::arr2(&[[2.0, 3.0], [5.0, 7.0]])); // m = 1
+    /// let e = k.segment_scores(&q, &seg, 1)?;
+    /// assert_eq!(e.to_array(), ndarray::arr2(&[[2.0], [3.0], [12.0]]));
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    pub fn segment_scores(&self, q: &Var<B>, seg: &Segments<B>, m: usize) -> Result<Var<B>> {
+        self.same_tape(q, "segment_scores")?;
+        self.check_segments(seg, "segment_scores")?;
+        if m == 0 {
+            return Err(Error::InvalidConfig(
+                "segment_scores: need at least one supernode".into(),
+            ));
+        }
+        let rows = Self::supernode_rows(seg, m, "segment_scores")?;
+        let (_, d) = self.shape();
+        if q.shape() != (rows, d) {
+            return Err(Error::shape(
+                "segment_scores (supernode queries)",
+                shape_str((rows, d)),
+                shape_str(q.shape()),
+            ));
+        }
+        let v = self
+            .backend()
+            .segment_scores(&self.value, &q.value, seg.raw(), m);
+        Ok(self.rec(
+            Op::SegmentScores {
+                k: self.id(),
+                q: q.id(),
+                ptr: seg.raw().clone(),
+            },
+            v,
+            &[self, q],
+        ))
+    }
+
+    /// Mixes supernode rows into nodes: `self` is `A` (`N x M`, rows grouped
+    /// by `seg`), `u` is `U` (`(G·M) x h`); the result is `N x h` with
+    /// `out[v] = Σ_j A[v, j] U[g(v)·M + j]`. Costs `O(N·M·h)`.
+    pub fn segment_mix(&self, u: &Var<B>, seg: &Segments<B>) -> Result<Var<B>> {
+        self.same_tape(u, "segment_mix")?;
+        self.check_segments(seg, "segment_mix")?;
+        let (_, m) = self.shape();
+        let rows = Self::supernode_rows(seg, m, "segment_mix")?;
+        let (ur, uc) = u.shape();
+        if ur != rows {
+            return Err(Error::shape(
+                "segment_mix (supernode values)",
+                format!("({rows}, _)"),
+                shape_str((ur, uc)),
+            ));
+        }
+        let v = self.backend().segment_mix(&self.value, &u.value, seg.raw());
+        Ok(self.rec(
+            Op::SegmentMix {
+                a: self.id(),
+                u: u.id(),
+                ptr: seg.raw().clone(),
+            },
+            v,
+            &[self, u],
+        ))
+    }
+
+    /// Weighted per-graph sums of node rows into supernodes: `self` is `A`
+    /// (`N x M`), `x` is `X` (`N x h`), both grouped by `seg`; the result is
+    /// `(G·M) x h` with `out[g·M + j] = Σ_{v in g} A[v, j] X[v]`.
+    /// Costs `O(N·M·h)`.
+    pub fn segment_weighted_sum(&self, x: &Var<B>, seg: &Segments<B>) -> Result<Var<B>> {
+        self.same_tape(x, "segment_weighted_sum")?;
+        self.check_segments(seg, "segment_weighted_sum")?;
+        x.check_segments(seg, "segment_weighted_sum")?;
+        let v = self
+            .backend()
+            .segment_weighted_sum(&self.value, &x.value, seg.raw());
+        Ok(self.rec(
+            Op::SegmentWeightedSum {
+                a: self.id(),
+                x: x.id(),
+                ptr: seg.raw().clone(),
+            },
+            v,
+            &[self, x],
+        ))
+    }
+
+    /// Row-major reinterpretation as `rows x cols` (e.g. `G x (M·h)` to
+    /// `(G·M) x h`). The number of entries must not change.
+    pub fn reshape(&self, rows: usize, cols: usize) -> Result<Var<B>> {
+        let (r, c) = self.shape();
+        if rows.checked_mul(cols) != Some(r * c) {
+            return Err(Error::shape(
+                "reshape",
+                format!("{} entries", r * c),
+                format!("({rows}, {cols})"),
+            ));
+        }
+        let v = self.backend().reshape(&self.value, rows, cols);
+        Ok(self.rec(Op::Reshape { x: self.id() }, v, &[self]))
+    }
+
     // ----- losses ------------------------------------------------------------------
 
     /// Mean negative log-likelihood of `targets` under log-probabilities `self`

@@ -311,6 +311,48 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// Broadcasts row `g` of `x` (`G x c`) to every row of segment `g` (`N x c`).
     fn segment_broadcast(&self, x: &Self::Tensor, ptr: &Self::Index, rows: usize) -> Self::Tensor;
 
+    // ----- node–supernode cross-attention -----------------------------------------
+    //
+    // Node tensors are `N x c` with rows grouped by segment (`ptr`); supernode
+    // tensors are `(G·M) x c`, segment `g` owning rows `g·M..(g+1)·M`. The
+    // three kernels are mutually adjoint, so each one's backward is two of the
+    // others. All cost `O(N·M·c)`.
+
+    /// Scores `out[v, j] = k[v] · q[g(v)·m + j]` (`N x m`), `k: N x d`,
+    /// `q: (G·m) x d`, where `g(v)` is the segment of row `v`.
+    fn segment_scores(
+        &self,
+        k: &Self::Tensor,
+        q: &Self::Tensor,
+        ptr: &Self::Index,
+        m: usize,
+    ) -> Self::Tensor;
+    /// Mixing `out[v] = Σ_j a[v, j] u[g(v)·M + j]` (`N x h`), `a: N x M`,
+    /// `u: (G·M) x h`.
+    fn segment_mix(&self, a: &Self::Tensor, u: &Self::Tensor, ptr: &Self::Index) -> Self::Tensor;
+    /// `acc += segment_mix(a, u, ptr)` in place (gradient accumulation
+    /// without a temporary `N x h` tensor). The default allocates.
+    fn segment_mix_add(
+        &self,
+        acc: &mut Self::Tensor,
+        a: &Self::Tensor,
+        u: &Self::Tensor,
+        ptr: &Self::Index,
+    ) {
+        let t = self.segment_mix(a, u, ptr);
+        self.add_assign(acc, &t);
+    }
+    /// Weighted per-segment sums `out[g·M + j] = Σ_{v in g} a[v, j] x[v]`
+    /// (`(G·M) x h`), `a: N x M`, `x: N x h`.
+    fn segment_weighted_sum(
+        &self,
+        a: &Self::Tensor,
+        x: &Self::Tensor,
+        ptr: &Self::Index,
+    ) -> Self::Tensor;
+    /// Row-major reinterpretation of `x` as `rows x cols` (same number of entries).
+    fn reshape(&self, x: &Self::Tensor, rows: usize, cols: usize) -> Self::Tensor;
+
     // ----- losses -------------------------------------------------------------
 
     /// Mean negative log-likelihood `-(1/n) Σ_i logp[i, target[i]]` (`1 x 1`).

@@ -3,6 +3,7 @@
 
 mod elementwise;
 mod reduce;
+mod segment;
 mod sparse;
 
 use std::marker::PhantomData;
@@ -305,6 +306,30 @@ impl<F: Float> Backend for Cpu<F> {
             }
         }
         out
+    }
+
+    fn segment_scores(
+        &self,
+        k: &Array2<F>,
+        q: &Array2<F>,
+        ptr: &Arc<Vec<u32>>,
+        m: usize,
+    ) -> Array2<F> {
+        segment::segment_scores(k, q, ptr, m)
+    }
+
+    fn segment_mix(&self, a: &Array2<F>, u: &Array2<F>, ptr: &Arc<Vec<u32>>) -> Array2<F> {
+        segment::segment_mix(a, u, ptr)
+    }
+
+    fn segment_weighted_sum(&self, a: &Array2<F>, x: &Array2<F>, ptr: &Arc<Vec<u32>>) -> Array2<F> {
+        segment::segment_weighted_sum(a, x, ptr)
+    }
+
+    fn reshape(&self, x: &Array2<F>, rows: usize, cols: usize) -> Array2<F> {
+        std_layout(x.clone())
+            .into_shape_with_order((rows, cols))
+            .expect("reshape size checked by caller")
     }
 
     fn nll(&self, logp: &Array2<F>, target: &Arc<Vec<u32>>) -> Array2<F> {

@@ -165,19 +165,38 @@ pub(crate) fn segment_reduce_grad<F: Float>(
     out
 }
 
+/// Softmax over the rows of each segment, per column. Walks each segment
+/// row by row (three contiguous passes) rather than column by column, so a
+/// tall segment is streamed instead of read with a stride.
 pub(crate) fn segment_softmax<F: Float>(x: &Array2<F>, ptr: &[u32]) -> Array2<F> {
-    let mut out = x.clone();
+    let mut out = x.as_standard_layout().into_owned();
+    let c = out.ncols();
+    let data = out.as_slice_mut().expect("standard layout");
+    let mut mx = vec![F::neg_infinity(); c];
+    let mut sum = vec![F::zero(); c];
     for s in 0..ptr.len() - 1 {
         let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
-        if a == b {
+        if a == b || c == 0 {
             continue;
         }
-        let mut block = out.slice_mut(ndarray::s![a..b, ..]);
-        for mut lane in block.lanes_mut(Axis(0)) {
-            let m = lane.iter().fold(F::neg_infinity(), |a, &b| a.max(b));
-            lane.mapv_inplace(|v| (v - m).exp());
-            let sum: F = lane.iter().copied().sum();
-            lane.mapv_inplace(|v| v / sum);
+        let block = &mut data[a * c..b * c];
+        mx.iter_mut().for_each(|m| *m = F::neg_infinity());
+        sum.iter_mut().for_each(|s| *s = F::zero());
+        for row in block.chunks_exact(c) {
+            for (m, &v) in mx.iter_mut().zip(row) {
+                *m = m.max(v);
+            }
+        }
+        for row in block.chunks_exact_mut(c) {
+            for ((v, &m), s) in row.iter_mut().zip(&mx).zip(sum.iter_mut()) {
+                *v = (*v - m).exp();
+                *s += *v;
+            }
+        }
+        for row in block.chunks_exact_mut(c) {
+            for (v, &s) in row.iter_mut().zip(&sum) {
+                *v /= s;
+            }
         }
     }
     out
@@ -188,19 +207,28 @@ pub(crate) fn segment_softmax_grad<F: Float>(
     dy: &Array2<F>,
     ptr: &[u32],
 ) -> Array2<F> {
-    let mut out = dy.clone();
+    let mut out = dy.as_standard_layout().into_owned();
+    let y = y.as_standard_layout();
+    let c = out.ncols();
+    let data = out.as_slice_mut().expect("standard layout");
+    let ys = y.as_slice().expect("standard layout");
+    let mut dot = vec![F::zero(); c];
     for s in 0..ptr.len() - 1 {
         let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
-        if a == b {
+        if a == b || c == 0 {
             continue;
         }
-        let yb = y.slice(ndarray::s![a..b, ..]);
-        let mut gb = out.slice_mut(ndarray::s![a..b, ..]);
-        for (mut g, yl) in gb.lanes_mut(Axis(0)).into_iter().zip(yb.lanes(Axis(0))) {
-            let dot: F = g.iter().zip(yl.iter()).map(|(&g, &y)| g * y).sum();
-            Zip::from(&mut g)
-                .and(&yl)
-                .for_each(|g, &y| *g = y * (*g - dot));
+        let (gb, yb) = (&mut data[a * c..b * c], &ys[a * c..b * c]);
+        dot.iter_mut().for_each(|d| *d = F::zero());
+        for (g, y) in gb.chunks_exact(c).zip(yb.chunks_exact(c)) {
+            for ((d, &g), &y) in dot.iter_mut().zip(g).zip(y) {
+                *d += g * y;
+            }
+        }
+        for (g, y) in gb.chunks_exact_mut(c).zip(yb.chunks_exact(c)) {
+            for ((g, &y), &d) in g.iter_mut().zip(y).zip(&dot) {
+                *g = y * (*g - d);
+            }
         }
     }
     out

@@ -1,0 +1,186 @@
+//! Time and memory of MVCAttn against dense softmax self-attention as the
+//! number of nodes grows (one graph, `h = 64`, `M = 10`, `f32`, CPU).
+//!
+//! ```text
+//! cargo run --release --example mvcattn_scaling -- [--json] [--max-n 1000000] [--dense-max-n 10000]
+//! ```
+//!
+//! Each measurement (forward + backward of `mean(Z')`, median over a few
+//! repetitions after one warm-up) runs in a fresh child process of this
+//! example (`--single N --kind mvcattn|dense`), so that its peak resident
+//! memory (`VmHWM`) belongs to that measurement alone. The dense baseline is
+//! `softmax(Q Kᵀ / sqrt(d)) V` with `N x N` scores, built from ordinary `Var`
+//! ops. With `--json` every measurement is one JSON object per line:
+//! `{"n", "ms", "peak_rss_mb", "kind"}`.
+//!
+//! Above glibc's mmap threshold (at most 32 MiB) every fresh `N x h` tensor
+//! is mapped from the kernel and faulted in page by page, which costs as much
+//! as the arithmetic at `N >= 10^5`. Children inherit the environment, so the
+//! allocator can be tuned for a run without changing the code, e.g.
+//! `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` (transparent huge pages) or
+//! `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=17179869184`
+//! (reuse freed memory).
+
+use std::process::Command;
+use std::time::Instant;
+
+use clap::Parser;
+use hdgcn::attention::MvcAttnConfig;
+use hdgcn::autograd::{Segments, Tape, Var};
+use hdgcn::backend::{Axis, Cpu};
+use hdgcn::nn::{Linear, Module};
+use hdgcn::util::{median, peak_rss_mb};
+use ndarray::Array2;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+type B = Cpu<f32>;
+
+const HIDDEN: usize = 64;
+const SUPERNODES: usize = 10;
+
+#[derive(Parser, Debug)]
+#[command(about = "MVCAttn vs dense self-attention: time and peak memory against N")]
+struct Args {
+    /// One JSON object per measurement.
+    #[arg(long)]
+    json: bool,
+    /// Largest N measured (the sizes are 10^3 .. 10^6).
+    #[arg(long, default_value_t = 1_000_000)]
+    max_n: usize,
+    /// Largest N for the dense baseline.
+    #[arg(long, default_value_t = 10_000)]
+    dense_max_n: usize,
+    /// Child mode: measure this N only and print one JSON line.
+    #[arg(long)]
+    single: Option<usize>,
+    /// Child mode: mvcattn | dense.
+    #[arg(long, default_value = "mvcattn")]
+    kind: String,
+}
+
+fn random_z(n: usize, seed: u64) -> Array2<f32> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    Array2::from_shape_fn((n, HIDDEN), |_| rng.random_range(-1.0f32..1.0))
+}
+
+fn reps_for(n: usize) -> usize {
+    match n {
+        0..=10_000 => 7,
+        10_001..=100_000 => 5,
+        _ => 3,
+    }
+}
+
+/// Times `step` (one forward + backward) `reps` times after a warm-up.
+fn time_steps(
+    n: usize,
+    mut step: impl FnMut(Array2<f32>) -> hdgcn::Result<()>,
+) -> hdgcn::Result<f64> {
+    let mut times = Vec::new();
+    for r in 0..=reps_for(n) {
+        let z = random_z(n, r as u64);
+        let t0 = Instant::now();
+        step(z)?;
+        if r > 0 {
+            times.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    Ok(median(&times))
+}
+
+fn measure_mvcattn(n: usize) -> hdgcn::Result<f64> {
+    let cpu = B::new();
+    let mut rng = StdRng::seed_from_u64(0);
+    let mut cfg = MvcAttnConfig::new(HIDDEN);
+    cfg.supernodes = SUPERNODES;
+    let layer = cfg.build(&cpu, &mut rng)?;
+    let seg = Segments::new(&cpu, &[0, n])?;
+    time_steps(n, |z| {
+        let tape = Tape::new(&cpu);
+        let z = tape.input(z);
+        let out = layer.forward(&tape, &z, &seg)?;
+        let grads = out.mean_all().backward()?;
+        if grads.len() != layer.named_params().len() || grads.wrt(&z).is_none() {
+            return Err(hdgcn::Error::Autograd("missing gradients".into()));
+        }
+        Ok(())
+    })
+}
+
+fn measure_dense(n: usize) -> hdgcn::Result<f64> {
+    let cpu = B::new();
+    let mut rng = StdRng::seed_from_u64(0);
+    let lin = |rng: &mut StdRng| Linear::new(&cpu, HIDDEN, HIDDEN, false, rng);
+    let (wq, wk, wv) = (lin(&mut rng)?, lin(&mut rng)?, lin(&mut rng)?);
+    time_steps(n, |z| {
+        let tape = Tape::new(&cpu);
+        let z = tape.input(z);
+        let proj = |l: &Linear<B>| -> hdgcn::Result<Var<B>> { z.matmul(&tape.param(&l.weight)) };
+        let (q, k, v) = (proj(&wq)?, proj(&wk)?, proj(&wv)?);
+        let scores = q
+            .matmul_t(&k, false, true)?
+            .scale(1.0 / (HIDDEN as f64).sqrt());
+        let out = scores.softmax(Axis::Cols).matmul(&v)?;
+        out.mean_all().backward()?;
+        Ok(())
+    })
+}
+
+fn json_line(n: usize, ms: f64, rss: f64, kind: &str) -> String {
+    serde_json::json!({ "n": n, "ms": ms, "peak_rss_mb": rss, "kind": kind }).to_string()
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    if let Some(n) = args.single {
+        let ms = match args.kind.as_str() {
+            "mvcattn" => measure_mvcattn(n)?,
+            "dense" => measure_dense(n)?,
+            other => return Err(format!("unknown --kind {other} (mvcattn | dense)").into()),
+        };
+        let rss = peak_rss_mb().unwrap_or(f64::NAN);
+        println!("{}", json_line(n, ms, rss, &args.kind));
+        return Ok(());
+    }
+
+    let exe = std::env::current_exe()?;
+    if !args.json {
+        println!(
+            "{:>9} {:>8} {:>12} {:>14}",
+            "N", "kind", "fwd+bwd ms", "peak RSS MB"
+        );
+    }
+    let sizes = [1_000usize, 10_000, 100_000, 1_000_000];
+    for &n in sizes.iter().filter(|&&n| n <= args.max_n) {
+        for kind in ["mvcattn", "dense"] {
+            if kind == "dense" && n > args.dense_max_n {
+                continue;
+            }
+            let out = Command::new(&exe)
+                .args(["--single", &n.to_string(), "--kind", kind])
+                .output()?;
+            if !out.status.success() {
+                return Err(format!(
+                    "child for N = {n} ({kind}) failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
+            }
+            let line = String::from_utf8(out.stdout)?;
+            let line = line.trim();
+            if args.json {
+                println!("{line}");
+            } else {
+                let v: serde_json::Value = serde_json::from_str(line)?;
+                println!(
+                    "{:>9} {:>8} {:>12.1} {:>14.1}",
+                    n,
+                    kind,
+                    v["ms"].as_f64().unwrap_or(f64::NAN),
+                    v["peak_rss_mb"].as_f64().unwrap_or(f64::NAN)
+                );
+            }
+        }
+    }
+    Ok(())
+}

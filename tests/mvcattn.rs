@@ -1,0 +1,509 @@
+//! MVCAttn: gradient checks, stochasticity of the maps, permutation
+//! equivariance, batching, a dense reference (attention routing), a
+//! hand-computed case (votes routing) and error handling.
+
+use hdgcn::Error;
+use hdgcn::attention::{AttentionMaps, MAX_DENSE_NODES, MvcAttn, MvcAttnConfig, Routing};
+use hdgcn::autograd::gradcheck::{check_inputs, check_params};
+use hdgcn::autograd::{Segments, Tape, Var};
+use hdgcn::backend::Cpu;
+use hdgcn::nn::Module;
+use ndarray::{Array2, Axis, s};
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+type B = Cpu<f64>;
+
+const H: f64 = 1e-6;
+const TOL: f64 = 1e-7;
+
+fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
+    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.5..1.5))
+}
+
+fn weigh(v: &Var<B>, seed: u64) -> hdgcn::Result<Var<B>> {
+    let (r, c) = v.shape();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let w = v.tape().constant_array(&rand_mat(&mut rng, r, c));
+    Ok(v.mul(&w)?.sum_all())
+}
+
+fn config(h: usize, m: usize, routing: Routing) -> MvcAttnConfig {
+    let mut cfg = MvcAttnConfig::new(h);
+    cfg.supernodes = m;
+    cfg.d_c = 2;
+    cfg.d_a = 3;
+    cfg.routing = routing;
+    cfg
+}
+
+/// A layer with every parameter (LayerNorm affine included) random.
+fn layer(cfg: &MvcAttnConfig, seed: u64) -> MvcAttn<B> {
+    let cpu = B::new();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let l = cfg.build(&cpu, &mut rng).unwrap();
+    for (_, p) in l.named_params() {
+        let (r, c) = p.shape();
+        p.set(rand_mat(&mut rng, r, c));
+    }
+    l
+}
+
+fn param(l: &MvcAttn<B>, name: &str) -> Array2<f64> {
+    l.named_params()
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no parameter {name}"))
+        .1
+        .to_array()
+}
+
+fn set_param(l: &MvcAttn<B>, name: &str, v: Array2<f64>) {
+    let (_, p) = l
+        .named_params()
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .unwrap();
+    assert_eq!(p.shape(), v.dim(), "{name}");
+    p.set(v);
+}
+
+fn run(l: &MvcAttn<B>, z: &Array2<f64>, ptr: &[usize]) -> (Array2<f64>, AttentionMaps) {
+    let cpu = B::new();
+    let seg = Segments::new(&cpu, ptr).unwrap();
+    let tape = Tape::inference(&cpu);
+    let zv = tape.constant_array(z);
+    let (out, maps) = l.forward_with_maps(&tape, &zv, &seg).unwrap();
+    (out.to_array(), maps)
+}
+
+fn max_abs_diff(a: &Array2<f64>, b: &Array2<f64>) -> f64 {
+    assert_eq!(a.dim(), b.dim());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
+
+// ----- gradient checks -----------------------------------------------------------
+
+fn gradcheck(routing: Routing, dropout: f64) {
+    let cpu = B::new();
+    let mut cfg = config(3, 2, routing);
+    cfg.dropout = dropout;
+    let l = layer(&cfg, 11);
+    // Three graphs, the middle one a single node.
+    let ptr = [0, 3, 4, 7];
+    let seg = Segments::new(&cpu, &ptr).unwrap();
+    let mut rng = StdRng::seed_from_u64(12);
+    let z = rand_mat(&mut rng, 7, 3);
+    let r = check_params(
+        &l.named_params(),
+        |t| weigh(&l.forward(t, &t.constant_array(&z), &seg)?, 13),
+        H,
+    )
+    .unwrap();
+    assert!(
+        r.max_error < TOL,
+        "{routing:?} params: {} at {}",
+        r.max_error,
+        r.worst
+    );
+    assert_eq!(r.checked, l.num_params());
+    let r = check_inputs(
+        std::slice::from_ref(&z),
+        |t, v| weigh(&l.forward(t, &v[0], &seg)?, 14),
+        H,
+    )
+    .unwrap();
+    assert!(
+        r.max_error < TOL,
+        "{routing:?} inputs: {} at {}",
+        r.max_error,
+        r.worst
+    );
+}
+
+#[test]
+fn gradcheck_attention_routing() {
+    gradcheck(Routing::Attention, 0.0);
+}
+
+#[test]
+fn gradcheck_votes_routing() {
+    gradcheck(Routing::Votes, 0.0);
+}
+
+#[test]
+fn gradcheck_with_attention_dropout() {
+    // Masks repeat on tapes with the same seed, so the check is exact.
+    gradcheck(Routing::Attention, 0.3);
+}
+
+// ----- stochasticity ------------------------------------------------------------------
+
+fn sizes_strategy() -> impl Strategy<Value = (Vec<usize>, usize, usize, u64)> {
+    (
+        prop::collection::vec(1usize..6, 1..4),
+        1usize..5,
+        1usize..4,
+        any::<u64>(),
+    )
+}
+
+fn ptr_of(sizes: &[usize]) -> Vec<usize> {
+    let mut ptr = vec![0];
+    for &s in sizes {
+        ptr.push(ptr.last().unwrap() + s);
+    }
+    ptr
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn attention_maps_are_row_stochastic((sizes, h, m, seed) in sizes_strategy()) {
+        let ptr = ptr_of(&sizes);
+        let l = layer(&config(h, m, Routing::Attention), seed);
+        let mut rng = StdRng::seed_from_u64(seed ^ 1);
+        let z = rand_mat(&mut rng, *ptr.last().unwrap(), h).mapv(|v| 3.0 * v);
+        let (_, maps) = run(&l, &z, &ptr);
+        prop_assert_eq!(maps.forward.len(), sizes.len());
+        for (g, &n) in sizes.iter().enumerate() {
+            prop_assert_eq!(maps.forward[g].dim(), (m, n));
+            prop_assert_eq!(maps.backward[g].dim(), (n, m));
+            let ad = maps.dynamic_adjacency(g).unwrap();
+            prop_assert_eq!(ad.dim(), (n, n));
+            for a in [&maps.forward[g], &maps.backward[g], &ad] {
+                prop_assert!(a.iter().all(|&v| v >= 0.0));
+                for row in a.rows() {
+                    prop_assert!((row.sum() - 1.0).abs() < 1e-12, "row sum {}", row.sum());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn vote_maps_are_column_stochastic((sizes, h, m, seed) in sizes_strategy()) {
+        let ptr = ptr_of(&sizes);
+        let l = layer(&config(h, m, Routing::Votes), seed);
+        let mut rng = StdRng::seed_from_u64(seed ^ 2);
+        let z = rand_mat(&mut rng, *ptr.last().unwrap(), h);
+        let (_, maps) = run(&l, &z, &ptr);
+        for g in 0..sizes.len() {
+            for a in [&maps.forward[g], &maps.backward[g]] {
+                for col in a.columns() {
+                    prop_assert!((col.sum() - 1.0).abs() < 1e-12, "column sum {}", col.sum());
+                }
+            }
+        }
+    }
+}
+
+// ----- structure ---------------------------------------------------------------------------
+
+#[test]
+fn permutation_equivariance() {
+    for routing in [Routing::Attention, Routing::Votes] {
+        let l = layer(&config(4, 3, routing), 21);
+        let ptr = [0, 4, 9];
+        let mut rng = StdRng::seed_from_u64(22);
+        let z = rand_mat(&mut rng, 9, 4);
+        // Permute the nodes of graph 1 (rows 4..9).
+        let perm = [0, 1, 2, 3, 7, 5, 8, 4, 6];
+        let zp = z.select(Axis(0), &perm);
+        let (out, maps) = run(&l, &z, &ptr);
+        let (outp, mapsp) = run(&l, &zp, &ptr);
+        assert!(max_abs_diff(&outp, &out.select(Axis(0), &perm)) < 1e-12);
+        let local: Vec<usize> = perm[4..].iter().map(|&p| p - 4).collect();
+        assert!(max_abs_diff(&mapsp.forward[1], &maps.forward[1].select(Axis(1), &local)) < 1e-12);
+        assert!(
+            max_abs_diff(
+                &mapsp.backward[1],
+                &maps.backward[1].select(Axis(0), &local)
+            ) < 1e-12
+        );
+        assert!(max_abs_diff(&mapsp.forward[0], &maps.forward[0]) < 1e-12);
+        // A non-trivial permutation really moves rows (the test can fail).
+        assert!(max_abs_diff(&outp, &out) > 1e-6, "{routing:?}");
+    }
+}
+
+#[test]
+fn batch_equals_graphs_alone() {
+    for routing in [Routing::Attention, Routing::Votes] {
+        let l = layer(&config(5, 3, routing), 31);
+        let sizes = [3, 1, 6];
+        let ptr = ptr_of(&sizes);
+        let mut rng = StdRng::seed_from_u64(32);
+        let z = rand_mat(&mut rng, 10, 5);
+        let (out, maps) = run(&l, &z, &ptr);
+        for g in 0..sizes.len() {
+            let zg = z.slice(s![ptr[g]..ptr[g + 1], ..]).to_owned();
+            let (og, mg) = run(&l, &zg, &[0, sizes[g]]);
+            let part = out.slice(s![ptr[g]..ptr[g + 1], ..]).to_owned();
+            assert!(max_abs_diff(&og, &part) < 1e-12, "{routing:?} graph {g}");
+            assert!(max_abs_diff(&mg.forward[0], &maps.forward[g]) < 1e-12);
+            assert!(max_abs_diff(&mg.backward[0], &maps.backward[g]) < 1e-12);
+        }
+    }
+}
+
+fn softmax_rows(a: &Array2<f64>) -> Array2<f64> {
+    let mut out = a.clone();
+    for mut row in out.rows_mut() {
+        let mx = row.fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+        row.mapv_inplace(|v| (v - mx).exp());
+        let s = row.sum();
+        row.mapv_inplace(|v| v / s);
+    }
+    out
+}
+
+#[test]
+fn attention_routing_matches_dense_reference() {
+    let (h, m, n) = (4, 3, 6);
+    let cfg = config(h, m, Routing::Attention);
+    let l = layer(&cfg, 41);
+    let mut rng = StdRng::seed_from_u64(42);
+    let z = rand_mat(&mut rng, n, h);
+
+    // 1. S = LayerNorm(mean_v z_v W^V_m) with the affine part.
+    let wv = param(&l, "mvproj.weight");
+    let (gamma, beta) = (
+        param(&l, "mvproj_norm.weight"),
+        param(&l, "mvproj_norm.bias"),
+    );
+    let zbar = z.mean_axis(Axis(0)).unwrap();
+    let mut s_mat = Array2::zeros((m, h));
+    for j in 0..m {
+        let x = zbar.dot(&wv.slice(s![.., j * h..(j + 1) * h]));
+        let mean = x.mean().unwrap();
+        let var = x.mapv(|v| (v - mean) * (v - mean)).mean().unwrap();
+        for c in 0..h {
+            s_mat[[j, c]] =
+                (x[c] - mean) / (var + cfg.layer_norm_eps).sqrt() * gamma[[0, c]] + beta[[0, c]];
+        }
+    }
+    // 2. E_f = (S W_fq)(Z W_fk)ᵀ / sqrt(d_c), softmax over nodes.
+    let e_f = s_mat
+        .dot(&param(&l, "fcattn.q.weight"))
+        .dot(&z.dot(&param(&l, "fcattn.k.weight")).t())
+        / (cfg.d_c as f64).sqrt();
+    let a_f = softmax_rows(&e_f);
+    let s_hat = a_f.dot(&z).dot(&param(&l, "fcattn.v.weight"));
+    // 3. E_b = (Z W_bk)(Ŝ W_bq)ᵀ / sqrt(d_a), softmax over supernodes.
+    let e_b = z
+        .dot(&param(&l, "bcattn.k.weight"))
+        .dot(&s_hat.dot(&param(&l, "bcattn.q.weight")).t())
+        / (cfg.d_a as f64).sqrt();
+    let a_b = softmax_rows(&e_b);
+    let want = a_b.dot(&s_hat.dot(&param(&l, "bcattn.v.weight")));
+
+    let (out, maps) = run(&l, &z, &[0, n]);
+    assert!(max_abs_diff(&out, &want) < 1e-12);
+    assert!(max_abs_diff(&maps.forward[0], &a_f) < 1e-12);
+    assert!(max_abs_diff(&maps.backward[0], &a_b) < 1e-12);
+    assert!(max_abs_diff(&maps.dynamic_adjacency(0).unwrap(), &a_b.dot(&a_f)) < 1e-12);
+    // Z' = A_d Z W_fv W_bv: the layer is the rank-M transition A_d applied to Z.
+    let w = param(&l, "fcattn.v.weight").dot(&param(&l, "bcattn.v.weight"));
+    let via_ad = maps.dynamic_adjacency(0).unwrap().dot(&z).dot(&w);
+    assert!(max_abs_diff(&out, &via_ad) < 1e-12);
+}
+
+#[test]
+fn votes_routing_hand_computed() {
+    // N = 2, M = 2, h = d_c = d_a = 2, LayerNorm eps = 0, Z = I.
+    let mut cfg = MvcAttnConfig::new(2);
+    cfg.supernodes = 2;
+    cfg.routing = Routing::Votes;
+    cfg.layer_norm_eps = 0.0;
+    let l = cfg.build(&B::new(), &mut StdRng::seed_from_u64(0)).unwrap();
+    let eye = ndarray::arr2(&[[1.0, 0.0], [0.0, 1.0]]);
+    let r2 = 2f64.sqrt();
+    // mean z = (1/2, 1/2); W^V_1 = [[2,0],[0,0]] gives (1, 0), LayerNorm -> s_1 = (1, -1);
+    // W^V_2 = [[0,0],[0,2]] gives (0, 1), LayerNorm -> s_2 = (-1, 1).
+    set_param(
+        &l,
+        "mvproj.weight",
+        ndarray::arr2(&[[2.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 2.0]]),
+    );
+    // W_fq = I, W_fk = c I with c = sqrt(2) ln(3) / 2: E_f = S Zᵀ c / sqrt(2)
+    //   = (ln 3 / 2) [[1, -1], [-1, 1]].
+    // Votes: softmax over supernodes per node (columns of E_f): node 0 gets
+    //   (e^{ln3/2}, e^{-ln3/2}) / sum = (3/4, 1/4); node 1 gets (1/4, 3/4).
+    //   A_f = [[3/4, 1/4], [1/4, 3/4]].
+    set_param(&l, "fcattn.q.weight", eye.clone());
+    set_param(
+        &l,
+        "fcattn.k.weight",
+        eye.mapv(|v| v * r2 * 3f64.ln() / 2.0),
+    );
+    // W_fv = I: Ŝ = A_f Z W_fv = A_f.
+    set_param(&l, "fcattn.v.weight", eye.clone());
+    // W_bq = I, W_bk = k I with k = 2 sqrt(2) ln 2: E_b = Z Ŝᵀ k / sqrt(2)
+    //   = 2 ln 2 [[3/4, 1/4], [1/4, 3/4]].
+    // Votes: softmax over nodes per supernode (columns of E_b): supernode 0
+    //   scores differ by 2 ln2 (3/4 - 1/4) = ln 2, so (2/3, 1/3); supernode 1
+    //   (1/3, 2/3). A_b = [[2/3, 1/3], [1/3, 2/3]].
+    set_param(&l, "bcattn.q.weight", eye.clone());
+    set_param(
+        &l,
+        "bcattn.k.weight",
+        eye.mapv(|v| v * 2.0 * r2 * 2f64.ln()),
+    );
+    // W_bv = [[1, 2], [0, 1]].
+    // A_b Ŝ = [[2/3·3/4 + 1/3·1/4, 2/3·1/4 + 1/3·3/4], ...] = [[7/12, 5/12], [5/12, 7/12]];
+    // Z' = (A_b Ŝ) W_bv = [[7/12, 14/12 + 5/12], [5/12, 10/12 + 7/12]]
+    //    = [[7/12, 19/12], [5/12, 17/12]].
+    set_param(
+        &l,
+        "bcattn.v.weight",
+        ndarray::arr2(&[[1.0, 2.0], [0.0, 1.0]]),
+    );
+
+    let (out, maps) = run(&l, &eye, &[0, 2]);
+    let want = ndarray::arr2(&[[7.0, 19.0], [5.0, 17.0]]).mapv(|v| v / 12.0);
+    assert!(max_abs_diff(&out, &want) < 1e-12, "{out}");
+    let af = ndarray::arr2(&[[0.75, 0.25], [0.25, 0.75]]);
+    let ab = ndarray::arr2(&[[2.0, 1.0], [1.0, 2.0]]).mapv(|v| v / 3.0);
+    assert!(max_abs_diff(&maps.forward[0], &af) < 1e-12);
+    assert!(max_abs_diff(&maps.backward[0], &ab) < 1e-12);
+}
+
+// ----- module behaviour and errors ---------------------------------------------------------
+
+#[test]
+fn parameter_names_and_shapes() {
+    let l = config(4, 3, Routing::Attention)
+        .build(&B::new(), &mut StdRng::seed_from_u64(0))
+        .unwrap();
+    let names: Vec<(String, (usize, usize))> = l
+        .named_params()
+        .into_iter()
+        .map(|(n, p)| (n, p.shape()))
+        .collect();
+    let want = [
+        ("mvproj.weight", (4, 12)),
+        ("mvproj_norm.weight", (1, 4)),
+        ("mvproj_norm.bias", (1, 4)),
+        ("fcattn.q.weight", (4, 2)),
+        ("fcattn.k.weight", (4, 2)),
+        ("fcattn.v.weight", (4, 4)),
+        ("bcattn.q.weight", (4, 3)),
+        ("bcattn.k.weight", (4, 3)),
+        ("bcattn.v.weight", (4, 4)),
+    ];
+    let want: Vec<(String, (usize, usize))> =
+        want.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+    assert_eq!(names, want);
+}
+
+#[test]
+fn dropout_only_in_training_mode() {
+    let cpu = B::new();
+    let mut cfg = config(4, 3, Routing::Attention);
+    cfg.dropout = 0.5;
+    let mut l = layer(&cfg, 51);
+    let seg = Segments::new(&cpu, &[0, 8]).unwrap();
+    let z = rand_mat(&mut StdRng::seed_from_u64(52), 8, 4);
+    let eval = |l: &MvcAttn<B>, seed| {
+        let t = Tape::with_seed(&cpu, seed);
+        l.forward(&t, &t.constant_array(&z), &seg)
+            .unwrap()
+            .to_array()
+    };
+    let (a, b) = (eval(&l, 1), eval(&l, 2));
+    assert!(max_abs_diff(&a, &b) > 1e-6, "dropout masks should differ");
+    l.set_training(false);
+    let (c, d) = (eval(&l, 1), eval(&l, 2));
+    assert_eq!(c, d);
+    let mut no_drop = cfg.clone();
+    no_drop.dropout = 0.0;
+    let l0 = layer(&no_drop, 51);
+    assert!(max_abs_diff(&c, &eval(&l0, 1)) < 1e-15);
+}
+
+#[test]
+fn invalid_configs_are_errors() {
+    let cpu = B::new();
+    let mut rng = StdRng::seed_from_u64(0);
+    let base = MvcAttnConfig::new(4);
+    assert!(base.validate().is_ok());
+    let mut bad = Vec::new();
+    for f in [
+        (|c: &mut MvcAttnConfig| c.hidden = 0) as fn(&mut MvcAttnConfig),
+        |c| c.supernodes = 0,
+        |c| c.d_c = 0,
+        |c| c.d_a = 0,
+        |c| c.dropout = 1.0,
+        |c| c.dropout = -0.1,
+        |c| c.dropout = f64::NAN,
+        |c| c.layer_norm_eps = -1.0,
+        |c| c.layer_norm_eps = f64::INFINITY,
+    ] {
+        let mut c = base.clone();
+        f(&mut c);
+        bad.push(c);
+    }
+    for c in bad {
+        assert!(
+            matches!(c.validate(), Err(Error::InvalidConfig(_))),
+            "{c:?}"
+        );
+        assert!(matches!(
+            c.build(&cpu, &mut rng),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
+}
+
+#[test]
+fn shape_mismatches_and_empty_graphs_are_errors() {
+    let cpu = B::new();
+    let l = layer(&config(4, 2, Routing::Attention), 61);
+    let tape = Tape::new(&cpu);
+    let seg = Segments::new(&cpu, &[0, 3, 5]).unwrap();
+    let wrong_cols = tape.constant_array(&Array2::zeros((5, 3)));
+    let wrong_rows = tape.constant_array(&Array2::zeros((6, 4)));
+    for z in [&wrong_cols, &wrong_rows] {
+        assert!(matches!(
+            l.forward(&tape, z, &seg),
+            Err(Error::ShapeMismatch { .. })
+        ));
+    }
+    let empty_seg = Segments::new(&cpu, &[0, 3, 3, 5]).unwrap();
+    let z = tape.constant_array(&Array2::ones((5, 4)));
+    assert!(matches!(
+        l.forward_with_maps(&tape, &z, &empty_seg),
+        Err(Error::Empty(_))
+    ));
+    let none = Segments::new(&cpu, &[0, 0]).unwrap();
+    let z0 = tape.constant_array(&Array2::zeros((0, 4)));
+    assert!(matches!(l.forward(&tape, &z0, &none), Err(Error::Empty(_))));
+}
+
+#[test]
+fn dynamic_adjacency_limits() {
+    let maps = AttentionMaps {
+        forward: vec![Array2::from_elem((1, MAX_DENSE_NODES + 1), 1.0)],
+        backward: vec![Array2::from_elem((MAX_DENSE_NODES + 1, 1), 1.0)],
+    };
+    assert!(matches!(
+        maps.dynamic_adjacency(0),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        maps.dynamic_adjacency(1),
+        Err(Error::IndexOutOfRange { .. })
+    ));
+    let mismatched = AttentionMaps {
+        forward: vec![Array2::zeros((2, 3))],
+        backward: vec![Array2::zeros((3, 1))],
+    };
+    assert!(matches!(
+        mismatched.dynamic_adjacency(0),
+        Err(Error::ShapeMismatch { .. })
+    ));
+}
