@@ -30,7 +30,7 @@ struct Args {
     /// cora | citeseer | pubmed
     #[arg(long, default_value = "cora")]
     dataset: String,
-    /// gcn | cheb | hdgcn-static
+    /// gcn | cheb | hdgcn | hdgcn-static
     #[arg(long, default_value = "gcn")]
     model: String,
     /// Chebyshev terms (cheb: default 3) or order K (hdgcn*: even, default 6).
@@ -69,6 +69,9 @@ struct Args {
     /// NormalizeFeatures and Kipf & Welling).
     #[arg(long)]
     raw_features: bool,
+    /// Supernodes M of MVCAttn (hdgcn).
+    #[arg(long, default_value_t = 10)]
+    supernodes: usize,
     /// Base seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -90,9 +93,12 @@ fn main() {
 
 fn run(args: &Args) -> hdgcn::Result<()> {
     let model_kind = args.model.to_ascii_lowercase();
-    if !matches!(model_kind.as_str(), "gcn" | "cheb" | "hdgcn-static") {
+    if !matches!(
+        model_kind.as_str(),
+        "gcn" | "cheb" | "hdgcn" | "hdgcn-static"
+    ) {
         return Err(hdgcn::Error::InvalidConfig(format!(
-            "unknown --model '{}' (gcn | cheb | hdgcn-static)",
+            "unknown --model '{}' (gcn | cheb | hdgcn | hdgcn-static)",
             args.model
         )));
     }
@@ -142,6 +148,9 @@ fn run(args: &Args) -> hdgcn::Result<()> {
         let mut model = match model_kind.as_str() {
             "gcn" => NodeClassifier::gcn(&cpu, d, h, c, args.dropout, &mut rng)?,
             "cheb" => NodeClassifier::cheb(&cpu, d, h, c, k, args.dropout, &mut rng)?,
+            "hdgcn" => {
+                NodeClassifier::hdgcn(&cpu, d, h, c, k, args.supernodes, args.dropout, &mut rng)?
+            }
             _ => NodeClassifier::hdgcn_static(&cpu, d, h, c, k, args.dropout, &mut rng)?,
         };
         let cfg = NodeTrainConfig {

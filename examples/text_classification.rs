@@ -15,6 +15,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use hdgcn::attention::MvcAttnConfig;
 use hdgcn::backend::{Backend, Cpu};
 use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
 use hdgcn::data::data_root;
@@ -34,8 +35,8 @@ struct Args {
     /// r8 | r52 | mr | ohsumed
     #[arg(long, default_value = "r8")]
     dataset: String,
-    /// hdgcn-static | gcn | cheb
-    #[arg(long, default_value = "hdgcn-static")]
+    /// hdgcn | hdgcn-static | gcn | cheb
+    #[arg(long, default_value = "hdgcn")]
     model: String,
     /// Chebyshev order K (hdgcn*: even, default 6; cheb: terms, default 3).
     #[arg(long)]
@@ -102,9 +103,12 @@ type C = Cpu<f32>;
 
 fn run(args: &Args) -> hdgcn::Result<()> {
     let model_kind = args.model.to_ascii_lowercase();
-    if !matches!(model_kind.as_str(), "hdgcn-static" | "gcn" | "cheb") {
+    if !matches!(
+        model_kind.as_str(),
+        "hdgcn" | "hdgcn-static" | "gcn" | "cheb"
+    ) {
         return Err(hdgcn::Error::InvalidConfig(format!(
-            "unknown --model '{}' (hdgcn-static | gcn | cheb)",
+            "unknown --model '{}' (hdgcn | hdgcn-static | gcn | cheb)",
             args.model
         )));
     }
@@ -160,6 +164,13 @@ fn run(args: &Args) -> hdgcn::Result<()> {
         let conv: Box<dyn GraphConv<C>> = match model_kind.as_str() {
             "gcn" => Box::new(GcnConv::new(&cpu, d, h, &mut rng)?),
             "cheb" => Box::new(ChebConvConfig::new(d, h, k).build(&cpu, &mut rng)?),
+            "hdgcn" => {
+                let mut cfg = HdChebConfig::new(d, h, k);
+                cfg.dropout = args.dropout;
+                let mut attn = MvcAttnConfig::new(h);
+                attn.supernodes = args.supernodes;
+                Box::new(cfg.build_dynamic(&cpu, &mut rng, &attn)?)
+            }
             _ => {
                 let mut cfg = HdChebConfig::new(d, h, k);
                 cfg.dropout = args.dropout;

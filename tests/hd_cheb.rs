@@ -140,3 +140,100 @@ fn invalid_configurations_are_errors() {
     cfg.dropout = 1.0;
     assert!(cfg.build_static(&cpu, &mut rng).is_err());
 }
+
+#[test]
+fn dynamic_variant_with_uniform_attention_is_a_graph_mean_transition() {
+    // With zero query/key weights every score is 0, so A_f and A_b are
+    // uniform: T(Z) = 1 · mean_v(Z) W_fv W_bv for every node of the graph.
+    use hdgcn::attention::MvcAttnConfig;
+    let mut rng = StdRng::seed_from_u64(23);
+    let cpu = C::new();
+    let n = 6;
+    let g = random_graph(&mut rng, n);
+    let ah = dense_gcn(&g);
+    let mut cfg = HdChebConfig::new(3, 4, 4);
+    cfg.dropout = 0.0;
+    let mut attn = MvcAttnConfig::new(4);
+    attn.supernodes = 3;
+    let conv = cfg.build_dynamic(&cpu, &mut rng, &attn).unwrap();
+    let mut wv = Vec::new();
+    for (name, p) in conv.named_params() {
+        if name.ends_with(".q.weight") || name.ends_with(".k.weight") {
+            let (r, c) = p.shape();
+            p.set(Array2::zeros((r, c)));
+        }
+        if name.contains("transition") && name.ends_with(".v.weight") {
+            wv.push((name, p.to_array()));
+        }
+    }
+    assert_eq!(wv.len(), 4, "fcattn.v and bcattn.v of two units: {wv:?}");
+    let x = rand_mat(&mut rng, n, 3);
+    let dg = DeviceGraph::new(&cpu, g);
+    let t = Tape::inference(&cpu);
+    let y = conv
+        .forward(&t, &dg, &t.constant(x.clone()).into())
+        .unwrap()
+        .to_array();
+
+    let gcn = |c: &hdgcn::conv::GcnConv<C>, h: &Array2<f64>| {
+        ah.dot(&h.dot(&c.lin.weight.to_array())) + &c.bias.as_ref().unwrap().to_array()
+    };
+    let z0 = relu(gcn(&conv.prime, &x));
+    let mut sum = z0.clone();
+    let mut prev = z0;
+    for (i, u) in conv.units.iter().enumerate() {
+        let find = |s: &str| {
+            wv.iter()
+                .find(|(n, _)| n.starts_with(&format!("units.{i}.")) && n.contains(s))
+                .unwrap()
+                .1
+                .clone()
+        };
+        let (w_fv, w_bv) = (find("fcattn.v"), find("bcattn.v"));
+        let mean = prev.mean_axis(Axis(0)).unwrap().insert_axis(Axis(0));
+        let t_z = Array2::ones((n, 1)).dot(&mean.dot(&w_fv).dot(&w_bv));
+        let zk = t_z.dot(&u.wd.weight.to_array());
+        sum = sum + relu(gcn(&u.conv, &zk));
+        prev = zk;
+    }
+    let mean = sum.mean_axis(Axis(1)).unwrap().insert_axis(Axis(1));
+    let cen = &sum - &mean;
+    let var = cen
+        .mapv(|v| v * v)
+        .mean_axis(Axis(1))
+        .unwrap()
+        .insert_axis(Axis(1));
+    let expect = cen / var.mapv(|v| (v + 1e-5).sqrt()) * conv.norm.weight.to_array()
+        + conv.norm.bias.to_array();
+    let err = (&y - &expect).mapv(f64::abs).fold(0.0f64, |m, &v| m.max(v));
+    assert!(err < 1e-10, "max error {err}");
+}
+
+#[test]
+fn dynamic_variant_gradients() {
+    use hdgcn::attention::MvcAttnConfig;
+    let mut rng = StdRng::seed_from_u64(24);
+    let cpu = C::new();
+    let g = random_graph(&mut rng, 5);
+    let mut cfg = HdChebConfig::new(3, 4, 2);
+    cfg.dropout = 0.0;
+    cfg.activation = Activation::Tanh;
+    let mut attn = MvcAttnConfig::new(4);
+    attn.supernodes = 2;
+    let conv = cfg.build_dynamic(&cpu, &mut rng, &attn).unwrap();
+    let dg = DeviceGraph::new(&cpu, g);
+    let x = rand_mat(&mut rng, 5, 3);
+    let w = rand_mat(&mut rng, 5, 4);
+    let r = check_params(
+        &conv.named_params(),
+        |t| {
+            let y = conv.forward(t, &dg, &t.constant(x.clone()).into())?;
+            y.mul(&t.constant(w.clone()))?
+                .sum_all()
+                .add(&y.square().mean_all())
+        },
+        1e-6,
+    )
+    .unwrap();
+    assert!(r.max_error < 1e-6, "{r:?}");
+}

@@ -3,6 +3,7 @@
 use rand::Rng;
 
 use super::{DeviceGraph, GcnConv, GraphConv, check_input};
+use crate::attention::{MvcAttn, MvcAttnConfig};
 use crate::autograd::{Tape, Var};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -31,6 +32,15 @@ impl<B: Backend> Transition<B> for StaticTransition {
     fn apply(&self, _tape: &Tape<B>, graph: &DeviceGraph<B>, z: &Var<B>) -> Result<Var<B>> {
         let a = graph.gcn_operator()?;
         a.matmul(&a.matmul(z)?)
+    }
+}
+
+/// The dynamic transition of HDGCN: MVCAttn's `A_b A_f` applied to the node
+/// states, each graph of a batch with its own supernodes.
+impl<B: Backend> Transition<B> for MvcAttn<B> {
+    fn apply(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, z: &Var<B>) -> Result<Var<B>> {
+        let seg = graph.segments_or_whole()?;
+        self.forward(tape, z, &seg)
     }
 }
 
@@ -118,6 +128,19 @@ impl HdChebConfig {
             norm: LayerNorm::new(backend, h, self.layer_norm_eps)?,
             dropout: Dropout::new(self.dropout)?,
         })
+    }
+
+    /// Builds the dynamic variant (HDGCN): one MVCAttn per HD unit, configured
+    /// by `attention` (its `hidden` is set to this layer's hidden width).
+    pub fn build_dynamic<B: Backend, R: Rng + ?Sized>(
+        &self,
+        backend: &B,
+        rng: &mut R,
+        attention: &MvcAttnConfig,
+    ) -> Result<HdChebConv<B, MvcAttn<B>>> {
+        let mut cfg = attention.clone();
+        cfg.hidden = self.hidden;
+        self.build(backend, rng, |_, rng| cfg.build(backend, rng))
     }
 
     /// Builds the static variant (`T_k = Â²`, "HDGCN-static").

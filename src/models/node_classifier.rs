@@ -82,6 +82,28 @@ impl<B: Backend> NodeClassifier<B> {
         Ok(self)
     }
 
+    /// HDGCN for node classification: one dynamic [`HdChebConv`](crate::conv::HdChebConv)
+    /// (MVCAttn transitions with `supernodes` supernodes, `in -> hidden`,
+    /// `K` even), then dropout and a linear classifier.
+    #[allow(clippy::too_many_arguments)]
+    pub fn hdgcn<R: Rng + ?Sized>(
+        backend: &B,
+        d_in: usize,
+        hidden: usize,
+        classes: usize,
+        k: usize,
+        supernodes: usize,
+        dropout: f64,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let mut cfg = HdChebConfig::new(d_in, hidden, k);
+        cfg.dropout = dropout;
+        let mut attn = crate::attention::MvcAttnConfig::new(hidden);
+        attn.supernodes = supernodes;
+        let conv = cfg.build_dynamic(backend, rng, &attn)?;
+        Self::new(vec![Box::new(conv)], dropout, Activation::Relu)?.with_head(backend, classes, rng)
+    }
+
     /// HDGCN-static for node classification: one [`HdChebConv`](crate::conv::HdChebConv)
     /// with the static transition `Â²` (`in -> hidden`, `K` even), then
     /// dropout and a linear classifier.
