@@ -15,12 +15,13 @@ use std::path::PathBuf;
 use clap::Parser;
 use hdgcn::autograd::SparseMatrix;
 use hdgcn::backend::{Backend, Cpu};
+use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::DeviceGraph;
 use hdgcn::data::{Planetoid, data_root, geom_gcn_dir, geom_gcn_split, planetoid_dir};
 use hdgcn::graph::Graph;
 use hdgcn::models::NodeClassifier;
 use hdgcn::nn::Features;
-use hdgcn::train::{NodeTask, NodeTrainConfig, train_node_classifier};
+use hdgcn::train::{NodeTask, NodeTrainConfig, evaluate_nodes, train_node_classifier};
 use hdgcn::util::{mean_std, median, peak_rss_mb};
 use rand::SeedableRng;
 
@@ -75,6 +76,12 @@ struct Args {
     /// Base seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Save the parameters of the last run (at its best validation epoch) as safetensors.
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// Load parameters from a checkpoint and evaluate them (no training).
+    #[arg(long)]
+    load: Option<PathBuf>,
     /// Print one JSON summary as the last stdout line.
     #[arg(long)]
     json: bool,
@@ -162,7 +169,25 @@ fn run(args: &Args) -> hdgcn::Result<()> {
             quiet: args.quiet,
             ..NodeTrainConfig::default()
         };
+        if let Some(path) = &args.load {
+            load_checkpoint(&model, path)?;
+            let (va, _) = evaluate_nodes(&mut model, &task, &task.split.val)?;
+            let (te, _) = evaluate_nodes(&mut model, &task, &task.split.test)?;
+            eprintln!(
+                "loaded {}: val {:.2}  test {:.2}",
+                path.display(),
+                100.0 * va,
+                100.0 * te
+            );
+            test.push(100.0 * te);
+            val.push(100.0 * va);
+            continue;
+        }
         let rep = train_node_classifier(&mut model, &task, &cfg)?;
+        if let (Some(path), true) = (&args.save, r + 1 == args.runs) {
+            save_checkpoint(&model, path)?;
+            eprintln!("saved {}", path.display());
+        }
         if !args.quiet {
             eprintln!(
                 "run {r}: best epoch {:3}  val {:.2}  test {:.2}  step {:.3} ms",

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use clap::Parser;
 use hdgcn::attention::MvcAttnConfig;
 use hdgcn::backend::{Backend, Cpu};
+use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
 use hdgcn::data::data_root;
 use hdgcn::data::text::{TextCorpus, Vocab, doc_graph, load_glove, text_gcn_dir, validation_split};
@@ -24,7 +25,8 @@ use hdgcn::models::{GraphClassifier, InputLayer};
 use hdgcn::nn::{Activation, Embedding, Linear};
 use hdgcn::readout::GatedReadout;
 use hdgcn::train::{
-    GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, train_graph_classifier,
+    GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, evaluate_graphs,
+    train_graph_classifier,
 };
 use hdgcn::util::{mean_std, median, peak_rss_mb};
 use rand::SeedableRng;
@@ -83,6 +85,13 @@ struct Args {
     /// Data root (holds text_gcn/); default $HDGCN_DATA, else ./data
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Save the parameters of the last run (at its best validation epoch) as safetensors.
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// Load parameters from a checkpoint and evaluate them (no training);
+    /// the vocabulary options (--min-count, --dataset) must match the saved run.
+    #[arg(long)]
+    load: Option<PathBuf>,
     /// Print one JSON summary as the last stdout line.
     #[arg(long)]
     json: bool,
@@ -197,7 +206,25 @@ fn run(args: &Args) -> hdgcn::Result<()> {
             seed,
             quiet: args.quiet,
         };
+        if let Some(path) = &args.load {
+            load_checkpoint(&model, path)?;
+            let (v, _) = evaluate_graphs(&mut model, &va, args.batch_size)?;
+            let (t, _) = evaluate_graphs(&mut model, &te, args.batch_size)?;
+            eprintln!(
+                "loaded {}: val {:.2}  test {:.2}",
+                path.display(),
+                100.0 * v,
+                100.0 * t
+            );
+            test.push(100.0 * t);
+            val.push(100.0 * v);
+            continue;
+        }
         let rep = train_graph_classifier(&mut model, &tr, &va, &te, &cfg)?;
+        if let (Some(path), true) = (&args.save, r + 1 == args.runs) {
+            save_checkpoint(&model, path)?;
+            eprintln!("saved {}", path.display());
+        }
         if !args.quiet {
             eprintln!(
                 "run {r}: best epoch {}  val {:.2}  test {:.2}  epoch {:.1} s",
