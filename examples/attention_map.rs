@@ -538,7 +538,7 @@ fn write_csv(path: &Path, mat: &Array2<f64>, rows: &[String], cols: &[String]) -
     for (r, row) in mat.rows().into_iter().enumerate() {
         s.push_str(&q(&rows[r]));
         for v in row {
-            let _ = write!(s, ",{v:.6}");
+            let _ = write!(s, ",{v:.9}");
         }
         s.push('\n');
     }
