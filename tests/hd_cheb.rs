@@ -237,3 +237,40 @@ fn dynamic_variant_gradients() {
     .unwrap();
     assert!(r.max_error < 1e-6, "{r:?}");
 }
+
+#[test]
+fn dynamic_forward_with_maps_equals_forward() {
+    use hdgcn::attention::MvcAttnConfig;
+    use hdgcn::graph::Batch;
+    let mut rng = StdRng::seed_from_u64(25);
+    let cpu = C::new();
+    let (n1, n2, m) = (5, 3, 4);
+    let batch = Batch::new(&[random_graph(&mut rng, n1), random_graph(&mut rng, n2)]).unwrap();
+    let dg = DeviceGraph::from_batch(&cpu, &batch).unwrap();
+    let mut attn = MvcAttnConfig::new(6);
+    attn.supernodes = m;
+    let mut conv = HdChebConfig::new(3, 6, 6)
+        .build_dynamic(&cpu, &mut rng, &attn)
+        .unwrap();
+    conv.set_training(false); // dropout off, so both passes are deterministic
+    let x = rand_mat(&mut rng, n1 + n2, 3);
+    let t = Tape::inference(&cpu);
+    let xf = t.constant(x).into();
+    let y = conv.forward(&t, &dg, &xf).unwrap().to_array();
+    let (y2, maps) = conv.forward_with_maps(&t, &dg, &xf).unwrap();
+    assert_eq!(y, y2.to_array());
+    assert_eq!(maps.len(), 3, "K/2 = 3 HD units");
+    for unit in &maps {
+        assert_eq!(unit.forward.len(), 2);
+        assert_eq!(unit.backward.len(), 2);
+        for (g, n) in [(0, n1), (1, n2)] {
+            let (af, ab) = (&unit.forward[g], &unit.backward[g]);
+            assert_eq!(af.dim(), (m, n));
+            assert_eq!(ab.dim(), (n, m));
+            // Attention routing: rows of A_f and of A_b are distributions.
+            for r in af.rows().into_iter().chain(ab.rows()) {
+                assert!((r.sum() - 1.0).abs() < 1e-12);
+            }
+        }
+    }
+}

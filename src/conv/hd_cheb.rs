@@ -3,7 +3,7 @@
 use rand::Rng;
 
 use super::{DeviceGraph, GcnConv, GraphConv, check_input};
-use crate::attention::{MvcAttn, MvcAttnConfig};
+use crate::attention::{AttentionMaps, MvcAttn, MvcAttnConfig};
 use crate::autograd::{Tape, Var};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -211,18 +211,19 @@ impl<B: Backend, T: Transition<B>> HdChebConv<B, T> {
     pub fn config(&self) -> &HdChebConfig {
         &self.config
     }
-}
 
-impl<B: Backend, T: Transition<B>> GraphConv<B> for HdChebConv<B, T> {
-    fn in_channels(&self) -> usize {
-        self.config.in_channels
-    }
-
-    fn out_channels(&self) -> usize {
-        self.config.hidden
-    }
-
-    fn forward(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, x: &Features<B>) -> Result<Var<B>> {
+    /// The layer's forward pass with each unit's transition given by
+    /// `transition(T_k, Z_{k-1})`.
+    fn run<F>(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        x: &Features<B>,
+        mut transition: F,
+    ) -> Result<Var<B>>
+    where
+        F: FnMut(&T, &Var<B>) -> Result<Var<B>>,
+    {
         check_input("HdChebConv", graph, x, self.config.in_channels)?;
         let act = self.config.activation;
         let x = self.dropout.forward_features(tape, x)?;
@@ -230,7 +231,7 @@ impl<B: Backend, T: Transition<B>> GraphConv<B> for HdChebConv<B, T> {
         let mut sum = z0.clone();
         let mut prev = z0;
         for unit in &self.units {
-            let t = unit.transition.apply(tape, graph, &prev)?;
+            let t = transition(&unit.transition, &prev)?;
             let zk = self
                 .dropout
                 .forward(&unit.wd.forward(&Features::Dense(t))?)?;
@@ -243,6 +244,66 @@ impl<B: Backend, T: Transition<B>> GraphConv<B> for HdChebConv<B, T> {
             prev = zk;
         }
         self.norm.forward(&sum)
+    }
+}
+
+impl<B: Backend> HdChebConv<B, MvcAttn<B>> {
+    /// As [`GraphConv::forward`], also returning the MVCAttn attention maps
+    /// of every HD unit (`K / 2` entries, unit 1 first), each with `A_f`
+    /// (`M x N_g`) and `A_b` (`N_g x M`) per graph of the batch, on the host.
+    ///
+    /// ```
+    /// use hdgcn::attention::MvcAttnConfig;
+    /// use hdgcn::autograd::Tape;
+    /// use hdgcn::backend::Cpu;
+    /// use hdgcn::conv::{DeviceGraph, HdChebConfig};
+    /// use hdgcn::graph::Graph;
+    /// use rand::SeedableRng;
+    /// let cpu = Cpu::<f64>::new();
+    /// let g = DeviceGraph::new(&cpu, Graph::from_edges(3, &[(0, 1), (1, 0), (1, 2), (2, 1)])?);
+    /// let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    /// let mut attn = MvcAttnConfig::new(8);
+    /// attn.supernodes = 2;
+    /// let conv = HdChebConfig::new(4, 8, 6).build_dynamic(&cpu, &mut rng, &attn)?;
+    /// let tape = Tape::inference(&cpu);
+    /// let x = tape.constant_array(&ndarray::Array2::ones((3, 4))).into();
+    /// let (y, maps) = conv.forward_with_maps(&tape, &g, &x)?;
+    /// assert_eq!(y.shape(), (3, 8));
+    /// assert_eq!(maps.len(), 3);
+    /// assert_eq!(maps[0].forward[0].dim(), (2, 3));
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`GraphConv::forward`].
+    pub fn forward_with_maps(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        x: &Features<B>,
+    ) -> Result<(Var<B>, Vec<AttentionMaps>)> {
+        let seg = graph.segments_or_whole()?;
+        let mut maps = Vec::with_capacity(self.units.len());
+        let out = self.run(tape, graph, x, |t, z| {
+            let (out, m) = t.forward_with_maps(tape, z, &seg)?;
+            maps.push(m);
+            Ok(out)
+        })?;
+        Ok((out, maps))
+    }
+}
+
+impl<B: Backend, T: Transition<B>> GraphConv<B> for HdChebConv<B, T> {
+    fn in_channels(&self) -> usize {
+        self.config.in_channels
+    }
+
+    fn out_channels(&self) -> usize {
+        self.config.hidden
+    }
+
+    fn forward(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, x: &Features<B>) -> Result<Var<B>> {
+        self.run(tape, graph, x, |t, z| t.apply(tape, graph, z))
     }
 }
 

@@ -1,0 +1,547 @@
+//! MVCAttn attention heat maps of one sentence (paper, Figures 5 and 6).
+//!
+//! Trains a dynamic HDGCN (K = 6, so three HD units, each with its own
+//! MVCAttn) briefly on MR, or loads a checkpoint saved by an earlier run,
+//! builds the word graph of `--sentence` and writes, for every HD unit `k`,
+//! two PNG heat maps with the words as axis labels:
+//!
+//! * `unit{k}_forward.png`: `A_f`, supernodes (rows) x words (columns);
+//!   each row is a supernode's attention over the words.
+//! * `unit{k}_backward.png`: `A_b`, words (rows) x supernodes (columns);
+//!   each row is a word's attention over the supernodes.
+//!
+//! Each map is also written as a CSV table (`unit{k}_forward.csv`, ...)
+//! with the words as header or first column.
+//!
+//! ```text
+//! cargo run --release --example attention_map -- \
+//!     --sentence "the film is a charming and often affecting journey" --save out/mr.safetensors
+//! cargo run --release --example attention_map -- --load out/mr.safetensors --sentence "a dull , tedious mess"
+//! ```
+//!
+//! Words are lower-cased and split on whitespace, as in the MR corpus; words
+//! outside the training vocabulary share one `<unk>` node, labelled `<unk>`.
+//! A repeated word is one node. The vocabulary and the shape options
+//! (`--hidden`, `--supernodes`, `--window`) are stored next to a saved
+//! checkpoint (`CKPT.vocab.txt`) and checked on `--load`.
+//!
+//! Labels are drawn with plotters' pure-Rust `ab_glyph` text renderer and a
+//! TrueType font found on the machine (`--font`, `$HDGCN_FONT`, or DejaVu
+//! Sans / Liberation Sans / Arial in the usual places). Without one the maps
+//! are drawn unlabelled and the CSV files carry the words.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use hdgcn::attention::{AttentionMaps, MvcAttnConfig};
+use hdgcn::autograd::{Index, Tape};
+use hdgcn::backend::Cpu;
+use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
+use hdgcn::conv::{DeviceGraph, GraphConv, HdChebConfig};
+use hdgcn::data::data_root;
+use hdgcn::data::text::{
+    DocSplit, Document, TextCorpus, Vocab, doc_graph, text_gcn_dir, validation_split,
+};
+use hdgcn::models::{GraphClassifier, GraphInput, InputLayer};
+use hdgcn::nn::{Activation, Embedding, Features, Linear, Module};
+use hdgcn::readout::GatedReadout;
+use hdgcn::train::{
+    GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, train_graph_classifier,
+};
+use hdgcn::{Error, Result};
+use ndarray::Array2;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use rand::SeedableRng;
+
+#[derive(Parser, Debug)]
+#[command(about = "MVCAttn attention heat maps (A_f, A_b of every HD unit) for one sentence")]
+struct Args {
+    /// The sentence to analyse (lower-cased, split on whitespace).
+    #[arg(long)]
+    sentence: String,
+    /// Data root (holds text_gcn/); default $HDGCN_DATA, else ./data
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Training epochs (ignored with --load).
+    #[arg(long, default_value_t = 3)]
+    epochs: usize,
+    /// Load this checkpoint (saved by --save with the same options) instead of training.
+    #[arg(long)]
+    load: Option<PathBuf>,
+    /// Save the trained model here (and its vocabulary to CKPT.vocab.txt).
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// Folder for the PNG and CSV files.
+    #[arg(long, default_value = "out/attention")]
+    out_dir: PathBuf,
+    /// Supernodes M of MVCAttn.
+    #[arg(long, default_value_t = 10)]
+    supernodes: usize,
+    /// Hidden width (and embedding width).
+    #[arg(long, default_value_t = 64)]
+    hidden: usize,
+    /// Seed (initialisation, validation split, mini-batch order).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Sliding-window width for word co-occurrence edges.
+    #[arg(long, default_value_t = 3)]
+    window: usize,
+    /// Words listed per supernode.
+    #[arg(long, default_value_t = 3)]
+    top: usize,
+    /// TrueType/OpenType font for the labels (default: $HDGCN_FONT, then a system font).
+    #[arg(long)]
+    font: Option<PathBuf>,
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(&args) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+type C = Cpu<f32>;
+
+/// Chebyshev order: K = 6 gives three HD units, as in the paper.
+const K: usize = 6;
+
+fn run(args: &Args) -> Result<()> {
+    let tokens: Vec<String> = args
+        .sentence
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .collect();
+    if tokens.is_empty() {
+        return Err(Error::InvalidConfig(
+            "--sentence is empty: give at least one word".into(),
+        ));
+    }
+    if args.epochs == 0 && args.load.is_none() {
+        return Err(Error::InvalidConfig(
+            "--epochs must be at least 1 (or --load a checkpoint)".into(),
+        ));
+    }
+
+    let root = data_root(args.data_dir.as_deref());
+    let corpus = TextCorpus::load(&text_gcn_dir(&root), "mr")?;
+    let train_all = corpus.train_indices();
+    let vocab = Vocab::build(train_all.iter().map(|&i| &corpus.docs[i]), 1);
+
+    // The model; `emb` and `conv` are handles sharing their parameters with
+    // the classifier's, so they see the trained (or loaded) values.
+    let cpu = C::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+    let h = args.hidden;
+    let emb = Embedding::new(&cpu, vocab.len(), h, &mut rng)?;
+    let mut attn = MvcAttnConfig::new(h);
+    attn.supernodes = args.supernodes;
+    let mut conv = HdChebConfig::new(h, h, K).build_dynamic(&cpu, &mut rng, &attn)?;
+    let readout = Box::new(GatedReadout::new(&cpu, h, &mut rng)?);
+    let classifier = Linear::new(&cpu, h, corpus.num_classes(), true, &mut rng)?;
+    let mut model = GraphClassifier::new(
+        Some(InputLayer::Embedding(emb.clone())),
+        vec![Box::new(conv.clone()) as Box<dyn GraphConv<C>>],
+        readout,
+        classifier,
+        0.5,
+        Activation::Relu,
+    )?;
+
+    if let Some(ckpt) = &args.load {
+        check_vocab(&vocab_path(ckpt), &vocab, args)?;
+        load_checkpoint(&model, ckpt)?;
+        eprintln!("loaded {}", ckpt.display());
+    } else {
+        let samples: Vec<GraphSample> = corpus
+            .docs
+            .iter()
+            .map(|d| {
+                let g = doc_graph(d, &vocab, args.window)?;
+                GraphSample::new(g.graph, GraphFeatures::Tokens(g.node_tokens), g.label)
+            })
+            .collect::<Result<_>>()?;
+        let (train_idx, val_idx) = validation_split(&train_all, 0.1, args.seed)?;
+        let pick = |idx: &[usize]| idx.iter().map(|&i| samples[i].clone()).collect::<Vec<_>>();
+        let (tr, va, te) = (
+            pick(&train_idx),
+            pick(&val_idx),
+            pick(&corpus.test_indices()),
+        );
+        let cfg = GraphTrainConfig {
+            epochs: args.epochs,
+            batch_size: 64,
+            lr: 1e-3,
+            weight_decay: 0.0,
+            optimizer: GraphOptimizer::AdaBelief,
+            patience: None,
+            seed: args.seed,
+            quiet: false,
+        };
+        eprintln!(
+            "training hdgcn (K = {K}, M = {}, hidden {h}) on MR for {} epochs ...",
+            args.supernodes, args.epochs
+        );
+        let rep = train_graph_classifier(&mut model, &tr, &va, &te, &cfg)?;
+        eprintln!(
+            "best epoch {}  val {:.2} %  test {:.2} %",
+            rep.best_epoch,
+            100.0 * rep.val_acc,
+            100.0 * rep.test_acc
+        );
+    }
+    if let Some(ckpt) = &args.save {
+        if let Some(dir) = ckpt.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        save_checkpoint(&model, ckpt)?;
+        let vp = vocab_path(ckpt);
+        write_vocab(&vp, &vocab, args)?;
+        println!("saved {} and {}", ckpt.display(), vp.display());
+    }
+    model.set_training(false);
+    conv.set_training(false);
+
+    // The sentence's word graph; node labels are the vocabulary words.
+    let doc = Document {
+        id: "sentence".into(),
+        tokens: tokens.clone(),
+        label: 0,
+        split: DocSplit::Test,
+    };
+    let dg = doc_graph(&doc, &vocab, args.window)?;
+    let words: Vec<String> = dg
+        .node_tokens
+        .iter()
+        .map(|&t| vocab.token(t).unwrap_or(Vocab::UNK).to_string())
+        .collect();
+    let unknown: Vec<&str> = tokens
+        .iter()
+        .filter(|t| !vocab.contains(t))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        println!("out of vocabulary (<unk>): {}", unknown.join(" "));
+    }
+    let graph = DeviceGraph::new(&cpu, dg.graph);
+    let idx = Index::new(&cpu, &dg.node_tokens)?;
+    let tape = Tape::inference(&cpu);
+    let logits = model
+        .forward(&tape, &graph, &GraphInput::Tokens(idx.clone()))?
+        .to_array();
+    let pred = (0..logits.ncols())
+        .max_by(|&a, &b| logits[[0, a]].total_cmp(&logits[[0, b]]))
+        .unwrap_or(0);
+    println!(
+        "sentence: {} ({} nodes); predicted class {} (logits {:?})",
+        tokens.join(" "),
+        words.len(),
+        corpus.labels[pred],
+        logits.row(0).to_vec()
+    );
+    let x = Features::Dense(emb.forward(&tape, &idx)?);
+    let (_, maps) = conv.forward_with_maps(&tape, &graph, &x)?;
+
+    std::fs::create_dir_all(&args.out_dir).map_err(|e| Error::io(&args.out_dir, e))?;
+    let font = register_font(args.font.as_deref());
+    if !font {
+        eprintln!(
+            "warning: no TrueType font found (use --font FILE); heat maps are drawn without \
+             labels, the CSV files carry the words"
+        );
+    }
+    let sup: Vec<String> = (1..=args.supernodes).map(|m| format!("s{m}")).collect();
+    for (k, AttentionMaps { forward, backward }) in maps.iter().enumerate() {
+        let k = k + 1;
+        let (af, ab) = (&forward[0], &backward[0]);
+        for (name, mat, rows, cols, title) in [
+            (
+                "forward",
+                af,
+                &sup,
+                &words,
+                format!("HD unit {k}: A_f (supernode attention over words)"),
+            ),
+            (
+                "backward",
+                ab,
+                &words,
+                &sup,
+                format!("HD unit {k}: A_b (word attention over supernodes)"),
+            ),
+        ] {
+            let png = args.out_dir.join(format!("unit{k}_{name}.png"));
+            let csv = args.out_dir.join(format!("unit{k}_{name}.csv"));
+            heat_map(&png, mat, rows, cols, &title, font)?;
+            write_csv(&csv, mat, rows, cols)?;
+            println!("wrote {}", png.display());
+            println!("wrote {}", csv.display());
+        }
+        println!("unit {k}: top words per supernode (A_f)");
+        for (m, row) in af.rows().into_iter().enumerate() {
+            let mut order: Vec<usize> = (0..row.len()).collect();
+            order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+            let top: Vec<String> = order
+                .iter()
+                .take(args.top)
+                .map(|&v| format!("{} {:.3}", words[v], row[v]))
+                .collect();
+            println!("  s{:<3} {}", m + 1, top.join(", "));
+        }
+    }
+    Ok(())
+}
+
+/// `CKPT.vocab.txt` next to `CKPT`.
+fn vocab_path(ckpt: &Path) -> PathBuf {
+    let mut s = ckpt.as_os_str().to_owned();
+    s.push(".vocab.txt");
+    PathBuf::from(s)
+}
+
+/// The options that fix the model's shapes and the graphs, as stored on the
+/// first line of `CKPT.vocab.txt`.
+fn options_line(args: &Args) -> String {
+    format!(
+        "# attention_map: k={K} hidden={} supernodes={} window={}",
+        args.hidden, args.supernodes, args.window
+    )
+}
+
+/// Writes the options line, then one vocabulary word per line (id order).
+fn write_vocab(path: &Path, vocab: &Vocab, args: &Args) -> Result<()> {
+    let mut s = options_line(args);
+    s.push('\n');
+    for id in 0..vocab.len() {
+        s.push_str(vocab.token(id).unwrap_or_default());
+        s.push('\n');
+    }
+    std::fs::write(path, s).map_err(|e| Error::io(path, e))?;
+    Ok(())
+}
+
+/// Checks that the options and vocabulary saved with a checkpoint are this
+/// run's, id for id.
+fn check_vocab(path: &Path, vocab: &Vocab, args: &Args) -> Result<()> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::InvalidConfig(format!(
+            "cannot read the checkpoint's vocabulary {}: {e}",
+            path.display()
+        ))
+    })?;
+    let mut lines = text.lines();
+    let (saved_opts, want) = (lines.next().unwrap_or_default(), options_line(args));
+    if saved_opts != want {
+        return Err(Error::InvalidConfig(format!(
+            "the checkpoint was saved with other options: {} has {saved_opts:?}, this run is {want:?}",
+            path.display()
+        )));
+    }
+    let saved: Vec<&str> = lines.collect();
+    if saved.len() != vocab.len() {
+        return Err(Error::InvalidConfig(format!(
+            "vocabulary mismatch: {} has {} words, this corpus gives {}",
+            path.display(),
+            saved.len(),
+            vocab.len()
+        )));
+    }
+    if let Some(id) = (0..vocab.len()).find(|&i| vocab.token(i) != Some(saved[i])) {
+        return Err(Error::InvalidConfig(format!(
+            "vocabulary mismatch at id {id}: {} has {:?}, this corpus gives {:?}",
+            path.display(),
+            saved[id],
+            vocab.token(id).unwrap_or_default()
+        )));
+    }
+    Ok(())
+}
+
+/// Registers a font as plotters' "sans-serif"; `false` if none was found.
+fn register_font(flag: Option<&Path>) -> bool {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    candidates.extend(flag.map(Path::to_path_buf));
+    candidates.extend(std::env::var_os("HDGCN_FONT").map(PathBuf::from));
+    candidates.extend(
+        [
+            "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+            "/usr/share/fonts/TTF/DejaVuSans.ttf",
+            "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+            "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
+            "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+            "/usr/share/fonts/liberation/LiberationSans-Regular.ttf",
+            "/Library/Fonts/Arial.ttf",
+            "/System/Library/Fonts/Supplemental/Arial.ttf",
+            "C:\\Windows\\Fonts\\arial.ttf",
+        ]
+        .map(PathBuf::from),
+    );
+    for p in candidates {
+        let Ok(bytes) = std::fs::read(&p) else {
+            continue;
+        };
+        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+            return true;
+        }
+        eprintln!("warning: {} is not a usable font", p.display());
+    }
+    false
+}
+
+/// Viridis, by linear interpolation between nine of its colours; `t` in [0, 1].
+fn viridis(t: f64) -> RGBColor {
+    const C: [(u8, u8, u8); 9] = [
+        (68, 1, 84),
+        (71, 44, 122),
+        (59, 81, 139),
+        (44, 113, 142),
+        (33, 144, 141),
+        (39, 173, 129),
+        (92, 200, 99),
+        (170, 220, 50),
+        (253, 231, 37),
+    ];
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let x = t * (C.len() - 1) as f64;
+    let i = (x.floor() as usize).min(C.len() - 2);
+    let f = x - i as f64;
+    let mix = |a: u8, b: u8| (a as f64 + f * (b as f64 - a as f64)).round() as u8;
+    let (a, b) = (C[i], C[i + 1]);
+    RGBColor(mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
+}
+
+fn plot_err(e: impl std::fmt::Display) -> Error {
+    Error::InvalidConfig(format!("drawing the heat map: {e}"))
+}
+
+/// Draws `mat` (`rows x cols`) as a heat map with row labels on the left,
+/// column labels (rotated) on top, a title and a colour bar from the
+/// matrix's minimum to its maximum.
+fn heat_map(
+    path: &Path,
+    mat: &Array2<f64>,
+    rows: &[String],
+    cols: &[String],
+    title: &str,
+    labels: bool,
+) -> Result<()> {
+    let (nr, nc) = mat.dim();
+    let cell = (480 / nr.max(nc)).clamp(18, 40) as i32;
+    let chars = |v: &[String]| v.iter().map(|s| s.chars().count()).max().unwrap_or(1) as i32;
+    let font_px = (cell as f64 * 0.5).clamp(11.0, 16.0);
+    let char_w = (font_px * 0.62).ceil() as i32;
+    let left = if labels { chars(rows) * char_w + 12 } else { 8 };
+    let top = if labels { chars(cols) * char_w + 40 } else { 8 };
+    let (gw, gh) = (nc as i32 * cell, nr as i32 * cell);
+    let bar_x = left + gw + 16;
+    let width = (bar_x + 20 + if labels { 70 } else { 8 }).max(if labels { 420 } else { 0 });
+    let height = top + gh.max(120) + 12;
+    let root = BitMapBackend::new(path, (width as u32, height as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_err)?;
+
+    let (lo, hi) = mat
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    let span = if hi > lo { hi - lo } else { 1.0 };
+    for ((r, c), &v) in mat.indexed_iter() {
+        let (x, y) = (left + c as i32 * cell, top + r as i32 * cell);
+        root.draw(&Rectangle::new(
+            [(x, y), (x + cell, y + cell)],
+            viridis((v - lo) / span).filled(),
+        ))
+        .map_err(plot_err)?;
+    }
+    root.draw(&Rectangle::new(
+        [(left, top), (left + gw, top + gh)],
+        BLACK.stroke_width(1),
+    ))
+    .map_err(plot_err)?;
+    // Colour bar: top = maximum.
+    let bar_h = gh.max(120);
+    for i in 0..bar_h {
+        let t = 1.0 - i as f64 / (bar_h - 1).max(1) as f64;
+        root.draw(&Rectangle::new(
+            [(bar_x, top + i), (bar_x + 16, top + i + 1)],
+            viridis(t).filled(),
+        ))
+        .map_err(plot_err)?;
+    }
+    root.draw(&Rectangle::new(
+        [(bar_x, top), (bar_x + 16, top + bar_h)],
+        BLACK.stroke_width(1),
+    ))
+    .map_err(plot_err)?;
+
+    if labels {
+        let font = ("sans-serif", font_px).into_font().color(&BLACK);
+        let right_mid = font.pos(Pos::new(HPos::Right, VPos::Center));
+        for (r, w) in rows.iter().enumerate() {
+            root.draw_text(w, &right_mid, (left - 6, top + r as i32 * cell + cell / 2))
+                .map_err(plot_err)?;
+        }
+        let rotated = ("sans-serif", font_px)
+            .into_font()
+            .transform(FontTransform::Rotate270)
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        for (c, w) in cols.iter().enumerate() {
+            root.draw_text(w, &rotated, (left + c as i32 * cell + cell / 2, top - 6))
+                .map_err(plot_err)?;
+        }
+        let title_font = ("sans-serif", 15.0).into_font().color(&BLACK);
+        root.draw_text(title, &title_font, (8, 8))
+            .map_err(plot_err)?;
+        // Enough decimals to tell the ends of the scale apart.
+        let prec = ((-(hi - lo).max(1e-12).log10()).ceil() as i64 + 2).clamp(3, 8) as usize;
+        let small = ("sans-serif", 12.0)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        for (v, y) in [
+            (hi, top),
+            ((hi + lo) / 2.0, top + bar_h / 2),
+            (lo, top + bar_h),
+        ] {
+            root.draw_text(&format!("{v:.prec$}"), &small, (bar_x + 20, y))
+                .map_err(plot_err)?;
+        }
+    }
+    root.present().map_err(plot_err)?;
+    Ok(())
+}
+
+/// The matrix as CSV: a header of column labels, each row led by its label.
+fn write_csv(path: &Path, mat: &Array2<f64>, rows: &[String], cols: &[String]) -> Result<()> {
+    let q = |s: &str| {
+        if s.contains([',', '"', '\n']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    };
+    let mut s = String::from("label");
+    for c in cols {
+        s.push(',');
+        s.push_str(&q(c));
+    }
+    s.push('\n');
+    for (r, row) in mat.rows().into_iter().enumerate() {
+        s.push_str(&q(&rows[r]));
+        for v in row {
+            let _ = write!(s, ",{v:.9}");
+        }
+        s.push('\n');
+    }
+    std::fs::write(path, s).map_err(|e| Error::io(path, e))?;
+    Ok(())
+}
