@@ -131,5 +131,11 @@ fn bench_mr_batch(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_cora, bench_mr_batch);
+// Plots are off: the examples enable plotters' `ab_glyph` text backend,
+// which needs a registered font, so criterion's PDF plots would fail.
+criterion_group! {
+    name = benches;
+    config = Criterion::default().without_plots();
+    targets = bench_cora, bench_mr_batch
+}
 criterion_main!(benches);

@@ -91,5 +91,11 @@ fn bench_spmm(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_steps, bench_spmm);
+// Plots are off: the examples enable plotters' `ab_glyph` text backend,
+// which needs a registered font, so criterion's PDF plots would fail.
+criterion_group! {
+    name = benches;
+    config = Criterion::default().without_plots();
+    targets = bench_steps, bench_spmm
+}
 criterion_main!(benches);
