@@ -40,6 +40,39 @@ fn relu(a: Array2<f64>) -> Array2<f64> {
     a.mapv(|v| v.max(0.0))
 }
 
+/// Gradient check of every parameter of `conv` on a weighted sum of its output.
+fn assert_gradients<L: GraphConv<C>>(
+    conv: &L,
+    dg: &DeviceGraph<C>,
+    x: &Array2<f64>,
+    w: &Array2<f64>,
+) {
+    let r = check_params(
+        &conv.named_params(),
+        |t| {
+            let y = conv.forward(t, dg, &t.constant(x.clone()).into())?;
+            y.mul(&t.constant(w.clone()))?
+                .sum_all()
+                .add(&y.square().mean_all())
+        },
+        1e-6,
+    )
+    .unwrap();
+    assert!(r.max_error < 1e-6, "{r:?}");
+}
+
+/// `LayerNorm(sum)` with the layer's affine parameters, written out densely.
+fn dense_layer_norm<T>(conv: &hdgcn::conv::HdChebConv<C, T>, sum: &Array2<f64>) -> Array2<f64> {
+    let mean = sum.mean_axis(Axis(1)).unwrap().insert_axis(Axis(1));
+    let cen = sum - &mean;
+    let var = cen
+        .mapv(|v| v * v)
+        .mean_axis(Axis(1))
+        .unwrap()
+        .insert_axis(Axis(1));
+    cen / var.mapv(|v| (v + 1e-5).sqrt()) * conv.norm.weight.to_array() + conv.norm.bias.to_array()
+}
+
 #[test]
 fn static_variant_equals_dense_reference() {
     let mut rng = StdRng::seed_from_u64(21);
@@ -76,15 +109,7 @@ fn static_variant_equals_dense_reference() {
             sum = sum + relu(gcn(&u.conv, &zk));
             prev = zk;
         }
-        let mean = sum.mean_axis(Axis(1)).unwrap().insert_axis(Axis(1));
-        let cen = &sum - &mean;
-        let var = cen
-            .mapv(|v| v * v)
-            .mean_axis(Axis(1))
-            .unwrap()
-            .insert_axis(Axis(1));
-        let expect = cen / var.mapv(|v| (v + 1e-5).sqrt()) * conv.norm.weight.to_array()
-            + conv.norm.bias.to_array();
+        let expect = dense_layer_norm(&conv, &sum);
         let err = (&y - &expect).mapv(f64::abs).fold(0.0f64, |m, &v| m.max(v));
         assert!(err < 1e-12, "n={n} K={k}: max error {err}");
         assert_eq!(conv.units.len(), k / 2);
@@ -103,18 +128,7 @@ fn static_variant_gradients_with_dropout() {
     let dg = DeviceGraph::new(&cpu, g);
     let x = rand_mat(&mut rng, 6, 3);
     let w = rand_mat(&mut rng, 6, 4);
-    let r = check_params(
-        &conv.named_params(),
-        |t| {
-            let y = conv.forward(t, &dg, &t.constant(x.clone()).into())?;
-            y.mul(&t.constant(w.clone()))?
-                .sum_all()
-                .add(&y.square().mean_all())
-        },
-        1e-6,
-    )
-    .unwrap();
-    assert!(r.max_error < 1e-6, "{r:?}");
+    assert_gradients(&conv, &dg, &x, &w);
     let names: Vec<String> = conv.named_params().into_iter().map(|(n, _)| n).collect();
     assert!(
         names.contains(&"units.1.wd.weight".to_string()),
@@ -196,15 +210,7 @@ fn dynamic_variant_with_uniform_attention_is_a_graph_mean_transition() {
         sum = sum + relu(gcn(&u.conv, &zk));
         prev = zk;
     }
-    let mean = sum.mean_axis(Axis(1)).unwrap().insert_axis(Axis(1));
-    let cen = &sum - &mean;
-    let var = cen
-        .mapv(|v| v * v)
-        .mean_axis(Axis(1))
-        .unwrap()
-        .insert_axis(Axis(1));
-    let expect = cen / var.mapv(|v| (v + 1e-5).sqrt()) * conv.norm.weight.to_array()
-        + conv.norm.bias.to_array();
+    let expect = dense_layer_norm(&conv, &sum);
     let err = (&y - &expect).mapv(f64::abs).fold(0.0f64, |m, &v| m.max(v));
     assert!(err < 1e-10, "max error {err}");
 }
@@ -224,18 +230,7 @@ fn dynamic_variant_gradients() {
     let dg = DeviceGraph::new(&cpu, g);
     let x = rand_mat(&mut rng, 5, 3);
     let w = rand_mat(&mut rng, 5, 4);
-    let r = check_params(
-        &conv.named_params(),
-        |t| {
-            let y = conv.forward(t, &dg, &t.constant(x.clone()).into())?;
-            y.mul(&t.constant(w.clone()))?
-                .sum_all()
-                .add(&y.square().mean_all())
-        },
-        1e-6,
-    )
-    .unwrap();
-    assert!(r.max_error < 1e-6, "{r:?}");
+    assert_gradients(&conv, &dg, &x, &w);
 }
 
 #[test]
