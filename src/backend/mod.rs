@@ -17,12 +17,17 @@
 
 pub mod cpu;
 pub mod rng;
+#[cfg(feature = "wgpu")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
+pub mod wgpu;
 
 use ndarray::{Array2, ArrayView2};
 use sprs::CsMat;
 
 use crate::float::Float;
 
+#[cfg(feature = "wgpu")]
+pub use self::wgpu::Wgpu;
 pub use cpu::Cpu;
 
 /// Element-wise binary operations (with broadcasting, see [`Backend::binary`]).

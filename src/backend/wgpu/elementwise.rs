@@ -1,0 +1,264 @@
+//! Element-wise kernels (`shaders/elementwise.wgsl`) and fused optimiser
+//! updates (`shaders/optim.wgsl`).
+
+use super::{Kernel, Wgpu, WgpuTensor, f, u};
+use crate::backend::{BinaryOp, UnaryOp, UpdateRule};
+
+const SRC: &str = include_str!("shaders/elementwise.wgsl");
+const OPTIM: &str = include_str!("shaders/optim.wgsl");
+
+const fn k(entry: &'static str) -> Kernel {
+    Kernel {
+        module: "elementwise",
+        source: SRC,
+        entry,
+    }
+}
+
+const fn opt(entry: &'static str) -> Kernel {
+    Kernel {
+        module: "optim",
+        source: OPTIM,
+        entry,
+    }
+}
+
+pub(super) fn full(b: &Wgpu, rows: usize, cols: usize, value: f32) -> WgpuTensor {
+    let out = b.alloc(rows, cols);
+    let n = out.len();
+    b.ctx
+        .dispatch(&k("fill"), &[u(n), value.to_bits()], &[&out.buf], n as u64);
+    out
+}
+
+/// Row and column strides of `t` read at the broadcast shape.
+fn strides(t: &WgpuTensor) -> (u32, u32) {
+    let rs = if t.rows == 1 { 0 } else { u(t.cols) };
+    let cs = u32::from(t.cols != 1);
+    (rs, cs)
+}
+
+pub(super) fn binary(b: &Wgpu, op: BinaryOp, x: &WgpuTensor, y: &WgpuTensor) -> WgpuTensor {
+    let (rows, cols) = (x.rows.max(y.rows), x.cols.max(y.cols));
+    let out = b.alloc(rows, cols);
+    let code = match op {
+        BinaryOp::Add => 0,
+        BinaryOp::Sub => 1,
+        BinaryOp::Mul => 2,
+        BinaryOp::Div => 3,
+    };
+    let (ars, acs) = strides(x);
+    let (brs, bcs) = strides(y);
+    let n = out.len();
+    b.ctx.dispatch(
+        &k("binary"),
+        &[u(n), u(cols), code, ars, acs, brs, bcs],
+        &[&out.buf, &x.buf, &y.buf],
+        n as u64,
+    );
+    out
+}
+
+pub(super) fn add_assign(b: &Wgpu, acc: &mut WgpuTensor, t: &WgpuTensor) {
+    assert_eq!((acc.rows, acc.cols), (t.rows, t.cols), "add_assign shapes");
+    b.make_unique(acc);
+    let n = acc.len();
+    b.ctx
+        .dispatch(&k("add_assign"), &[u(n)], &[&acc.buf, &t.buf], n as u64);
+}
+
+fn code(op: UnaryOp) -> (u32, f64, f64) {
+    match op {
+        UnaryOp::Relu => (0, 0.0, 0.0),
+        UnaryOp::LeakyRelu(s) => (1, s, 0.0),
+        UnaryOp::Elu(a) => (2, a, 0.0),
+        UnaryOp::Sigmoid => (3, 0.0, 0.0),
+        UnaryOp::Tanh => (4, 0.0, 0.0),
+        UnaryOp::Gelu => (5, 0.0, 0.0),
+        UnaryOp::Exp => (6, 0.0, 0.0),
+        UnaryOp::Log => (7, 0.0, 0.0),
+        UnaryOp::Neg => (8, 0.0, 0.0),
+        UnaryOp::Square => (9, 0.0, 0.0),
+        UnaryOp::Affine(a, c) => (10, a, c),
+    }
+}
+
+pub(super) fn unary(b: &Wgpu, op: UnaryOp, x: &WgpuTensor) -> WgpuTensor {
+    let out = b.alloc(x.rows, x.cols);
+    let (c, s, t) = code(op);
+    let n = out.len();
+    b.ctx.dispatch(
+        &k("unary"),
+        &[u(n), c, f(s), f(t)],
+        &[&out.buf, &x.buf],
+        n as u64,
+    );
+    out
+}
+
+pub(super) fn unary_grad(
+    b: &Wgpu,
+    op: UnaryOp,
+    x: &WgpuTensor,
+    y: &WgpuTensor,
+    dy: &WgpuTensor,
+) -> WgpuTensor {
+    let out = b.alloc(x.rows, x.cols);
+    let (c, s, _) = code(op);
+    let n = out.len();
+    b.ctx.dispatch(
+        &k("unary_grad"),
+        &[u(n), c, f(s)],
+        &[&out.buf, &x.buf, &y.buf, &dy.buf],
+        n as u64,
+    );
+    out
+}
+
+pub(super) fn dropout_mask(b: &Wgpu, rows: usize, cols: usize, p: f64, seed: u64) -> WgpuTensor {
+    let out = b.alloc(rows, cols);
+    let n = out.len();
+    let scale = 1.0 / (1.0 - p);
+    b.ctx.dispatch(
+        &k("dropout_mask"),
+        &[u(n), seed as u32, (seed >> 32) as u32, f(p), f(scale)],
+        &[&out.buf],
+        n as u64,
+    );
+    out
+}
+
+pub(super) fn optim_update(
+    b: &Wgpu,
+    rule: &UpdateRule,
+    step: u64,
+    param: &mut WgpuTensor,
+    grad: &WgpuTensor,
+    slots: &mut [WgpuTensor],
+) {
+    assert!(
+        slots.len() >= rule.num_slots(),
+        "optim_update: {} slots given, {} needed",
+        slots.len(),
+        rule.num_slots()
+    );
+    b.make_unique(param);
+    for s in slots.iter_mut().take(rule.num_slots()) {
+        assert_eq!((s.rows, s.cols), (param.rows, param.cols), "slot shape");
+        b.make_unique(s);
+    }
+    let n = param.len();
+    let pow = |beta: f64| beta.powf(step as f64);
+    let flag = |v: bool| u32::from(v);
+    match *rule {
+        UpdateRule::Sgd {
+            lr,
+            momentum,
+            dampening,
+            nesterov,
+            weight_decay,
+        } => {
+            if momentum == 0.0 {
+                b.ctx.dispatch(
+                    &opt("sgd_plain"),
+                    &[u(n), f(lr), f(weight_decay)],
+                    &[&param.buf, &grad.buf],
+                    n as u64,
+                );
+            } else {
+                b.ctx.dispatch(
+                    &opt("sgd_momentum"),
+                    &[
+                        u(n),
+                        f(lr),
+                        f(weight_decay),
+                        f(momentum),
+                        f(1.0 - dampening),
+                        flag(step <= 1),
+                        flag(nesterov),
+                    ],
+                    &[&param.buf, &grad.buf, &slots[0].buf],
+                    n as u64,
+                );
+            }
+        }
+        UpdateRule::Adam {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+        } => {
+            let bias_c1 = 1.0 - pow(beta1);
+            let bias_c2 = 1.0 - pow(beta2);
+            b.ctx.dispatch(
+                &opt("adam"),
+                &[
+                    u(n),
+                    f(lr / bias_c1),
+                    f(bias_c2.sqrt()),
+                    f(1.0 - lr * weight_decay),
+                    f(weight_decay),
+                    f(1.0 - beta1),
+                    f(beta2),
+                    f(1.0 - beta2),
+                    f(eps),
+                    flag(decoupled),
+                ],
+                &[&param.buf, &grad.buf, &slots[0].buf, &slots[1].buf],
+                n as u64,
+            );
+        }
+        UpdateRule::AdaBelief {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            rectify,
+        } => {
+            let bias_c1 = 1.0 - pow(beta1);
+            let bias_c2 = 1.0 - pow(beta2);
+            // (sgd mode, scale, denominator divisor), as update_slices.
+            let (sgd, scale, denom_div) = if !rectify {
+                (false, lr / bias_c1, bias_c2.sqrt())
+            } else {
+                let beta2_t = pow(beta2);
+                let n_sma_max = 2.0 / (1.0 - beta2) - 1.0;
+                let n_sma = n_sma_max - 2.0 * step as f64 * beta2_t / (1.0 - beta2_t);
+                if n_sma >= 5.0 {
+                    let r = ((1.0 - beta2_t) * (n_sma - 4.0) / (n_sma_max - 4.0) * (n_sma - 2.0)
+                        / n_sma
+                        * n_sma_max
+                        / (n_sma_max - 2.0))
+                        .sqrt()
+                        / (1.0 - pow(beta1));
+                    (false, r * lr, 1.0)
+                } else {
+                    (true, 1.0 / (1.0 - pow(beta1)) * lr, 1.0)
+                }
+            };
+            b.ctx.dispatch(
+                &opt("adabelief"),
+                &[
+                    u(n),
+                    f(1.0 - lr * weight_decay),
+                    f(weight_decay),
+                    f(beta1),
+                    f(1.0 - beta1),
+                    f(beta2),
+                    f(1.0 - beta2),
+                    f(eps),
+                    flag(decoupled),
+                    flag(sgd),
+                    f(scale),
+                    f(denom_div),
+                ],
+                &[&param.buf, &grad.buf, &slots[0].buf, &slots[1].buf],
+                n as u64,
+            );
+        }
+    }
+}

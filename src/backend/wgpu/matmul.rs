@@ -1,0 +1,13 @@
+//! Dense matrix products (`shaders/matmul.wgsl`).
+
+use super::{Wgpu, WgpuTensor};
+
+pub(super) fn matmul(
+    _b: &Wgpu,
+    _a: &WgpuTensor,
+    _x: &WgpuTensor,
+    _ta: bool,
+    _tb: bool,
+) -> WgpuTensor {
+    todo!("matmul")
+}

@@ -1,0 +1,230 @@
+//! Element-wise kernels: fill, broadcast binary ops, activations and their
+//! gradients, dropout masks, optimiser updates.
+
+use hdgcn::backend::{Backend, BinaryOp, UnaryOp, UpdateRule, rng};
+use ndarray::Array2;
+
+use crate::{assert_close, down, r32, rand_array, reference, up};
+
+backend_tests!(
+    full_fills,
+    binary_broadcasts_every_way,
+    add_assign_accumulates_without_aliasing,
+    unary_matches_reference,
+    unary_grad_matches_reference,
+    dropout_mask_is_the_shared_counter_hash,
+    optimiser_updates_match_f64,
+    large_dispatch_is_split,
+);
+
+fn full_fills<B: Backend<Elem = f32>>(b: &B) {
+    let t = b.full(37, 5, 2.5);
+    assert_eq!(b.shape(&t), (37, 5));
+    assert!(b.download(&t).iter().all(|&v| v == 2.5));
+    let empty = b.full(0, 4, 1.0);
+    assert_eq!(b.download(&empty).dim(), (0, 4));
+}
+
+fn binary_broadcasts_every_way<B: Backend<Elem = f32>>(b: &B) {
+    let r = reference();
+    let a = r32(&rand_array(33, 7, 1, -2.0, 2.0));
+    let shapes = [(33, 7), (1, 7), (33, 1), (1, 1)];
+    for (s, &(rows, cols)) in shapes.iter().enumerate() {
+        // Divisors away from zero.
+        let other = r32(&rand_array(rows, cols, 10 + s as u64, 0.5, 2.0));
+        for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
+            for swap in [false, true] {
+                let (x, y) = if swap { (&other, &a) } else { (&a, &other) };
+                let got = down(b, &b.binary(op, &up(b, x), &up(b, y)));
+                let want = r.binary(op, x, y);
+                assert_close(&format!("{op:?} {rows}x{cols} swap={swap}"), &got, &want);
+            }
+        }
+    }
+}
+
+fn add_assign_accumulates_without_aliasing<B: Backend<Elem = f32>>(b: &B) {
+    let x = r32(&rand_array(20, 9, 2, -1.0, 1.0));
+    let y = r32(&rand_array(20, 9, 3, -1.0, 1.0));
+    let tx = up(b, &x);
+    let mut acc = tx.clone();
+    b.add_assign(&mut acc, &up(b, &y));
+    assert_close("acc", &down(b, &acc), &(&x + &y));
+    // The clone it came from is unchanged (value semantics).
+    assert_close("source", &down(b, &tx), &x);
+    // Accumulating a tensor into a copy of itself.
+    let mut twice = tx.clone();
+    b.add_assign(&mut twice, &tx);
+    assert_close("x + x", &down(b, &twice), &(&x * 2.0));
+}
+
+fn unary_ops() -> Vec<UnaryOp> {
+    vec![
+        UnaryOp::Relu,
+        UnaryOp::LeakyRelu(0.2),
+        UnaryOp::Elu(1.3),
+        UnaryOp::Sigmoid,
+        UnaryOp::Tanh,
+        UnaryOp::Gelu,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Neg,
+        UnaryOp::Square,
+        UnaryOp::Affine(-1.5, 0.25),
+    ]
+}
+
+fn input_for(op: UnaryOp, seed: u64) -> Array2<f64> {
+    match op {
+        UnaryOp::Log => r32(&rand_array(31, 11, seed, 0.05, 4.0)),
+        // Large magnitudes check the stable formulas (no overflow to NaN).
+        UnaryOp::Sigmoid | UnaryOp::Tanh => {
+            let mut a = r32(&rand_array(31, 11, seed, -4.0, 4.0));
+            a[[0, 0]] = 90.0;
+            a[[0, 1]] = -90.0;
+            a
+        }
+        // Tiny magnitudes check expm1 accuracy.
+        UnaryOp::Elu(_) => {
+            let mut a = r32(&rand_array(31, 11, seed, -3.0, 3.0));
+            a[[0, 0]] = -1e-5;
+            a[[0, 1]] = -3e-4;
+            a
+        }
+        _ => r32(&rand_array(31, 11, seed, -3.0, 3.0)),
+    }
+}
+
+fn unary_matches_reference<B: Backend<Elem = f32>>(b: &B) {
+    let r = reference();
+    for (i, op) in unary_ops().into_iter().enumerate() {
+        let x = input_for(op, 20 + i as u64);
+        let got = down(b, &b.unary(op, &up(b, &x)));
+        assert_close(&format!("{op:?}"), &got, &r.unary(op, &x));
+    }
+}
+
+fn unary_grad_matches_reference<B: Backend<Elem = f32>>(b: &B) {
+    let r = reference();
+    for (i, op) in unary_ops().into_iter().enumerate() {
+        let x = input_for(op, 40 + i as u64);
+        let y = r.unary(op, &x);
+        let dy = r32(&rand_array(31, 11, 60 + i as u64, -1.0, 1.0));
+        let y32 = r32(&y);
+        let got = down(b, &b.unary_grad(op, &up(b, &x), &up(b, &y32), &up(b, &dy)));
+        assert_close(&format!("{op:?}'"), &got, &r.unary_grad(op, &x, &y32, &dy));
+    }
+}
+
+fn dropout_mask_is_the_shared_counter_hash<B: Backend<Elem = f32>>(b: &B) {
+    let (rows, cols, p, seed) = (57, 13, 0.3, 0x1234_5678_9abc_def0_u64);
+    let got = b.download(&b.dropout_mask(rows, cols, p, seed));
+    let scale = (1.0 / (1.0 - p)) as f32;
+    for (i, &v) in got.iter().enumerate() {
+        let want = if rng::keep(seed, i as u32, p as f32) {
+            scale
+        } else {
+            0.0
+        };
+        assert_eq!(v, want, "mask entry {i}");
+    }
+}
+
+fn rules() -> Vec<UpdateRule> {
+    vec![
+        UpdateRule::Sgd {
+            lr: 0.1,
+            momentum: 0.0,
+            dampening: 0.0,
+            nesterov: false,
+            weight_decay: 0.01,
+        },
+        UpdateRule::Sgd {
+            lr: 0.1,
+            momentum: 0.9,
+            dampening: 0.1,
+            nesterov: false,
+            weight_decay: 0.0,
+        },
+        UpdateRule::Sgd {
+            lr: 0.05,
+            momentum: 0.8,
+            dampening: 0.0,
+            nesterov: true,
+            weight_decay: 1e-3,
+        },
+        UpdateRule::Adam {
+            lr: 0.01,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 5e-4,
+            decoupled: false,
+        },
+        UpdateRule::Adam {
+            lr: 0.01,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 1e-2,
+            decoupled: true,
+        },
+        UpdateRule::AdaBelief {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-16,
+            weight_decay: 1e-2,
+            decoupled: true,
+            rectify: false,
+        },
+        UpdateRule::AdaBelief {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-16,
+            weight_decay: 5e-4,
+            decoupled: false,
+            rectify: true,
+        },
+    ]
+}
+
+/// Ten steps of every rule on the backend against the same steps in `f64`.
+fn optimiser_updates_match_f64<B: Backend<Elem = f32>>(b: &B) {
+    let r = reference();
+    for (i, rule) in rules().into_iter().enumerate() {
+        let p0 = r32(&rand_array(13, 6, 100 + i as u64, -1.0, 1.0));
+        let (mut p, mut pr) = (up(b, &p0), p0.clone());
+        let mut slots: Vec<_> = (0..rule.num_slots()).map(|_| b.full(13, 6, 0.0)).collect();
+        let mut slots_r: Vec<_> = (0..rule.num_slots())
+            .map(|_| Array2::<f64>::zeros((13, 6)))
+            .collect();
+        let kept = p.clone();
+        for step in 1..=10u64 {
+            let g = r32(&rand_array(13, 6, 1000 * i as u64 + step, -1.0, 1.0));
+            b.optim_update(&rule, step, &mut p, &up(b, &g), &mut slots);
+            r.optim_update(&rule, step, &mut pr, &g, &mut slots_r);
+        }
+        assert_close(&format!("{rule:?}"), &down(b, &p), &pr);
+        for (k, (s, sr)) in slots.iter().zip(&slots_r).enumerate() {
+            assert_close(&format!("{rule:?} slot {k}"), &down(b, s), sr);
+        }
+        // In-place updates never write through a shared handle.
+        assert_close("shared handle", &down(b, &kept), &p0);
+    }
+}
+
+/// More than 65,535 workgroups of 256 invocations: the dispatch is split.
+fn large_dispatch_is_split<B: Backend<Elem = f32>>(b: &B) {
+    let rows = 65_536 + 3;
+    let cols = 257;
+    let ones = b.full(rows, cols, 1.0);
+    let col = b.full(1, cols, 2.0);
+    let sum = b.binary(BinaryOp::Add, &ones, &col);
+    let got = b.download(&sum);
+    assert!(
+        got.iter().all(|&v| v == 3.0),
+        "split dispatch missed entries"
+    );
+}

@@ -1,0 +1,108 @@
+//! The backend-agnostic op suite: every check is a generic function
+//! `fn check<B: Backend<Elem = f32>>(b: &B)` that runs an op on `B` and
+//! compares it with an `f64` reference computed on `Cpu<f64>` or by hand.
+//! [`backend_tests!`] instantiates each check once per backend: `cpu::name`
+//! always, `wgpu::name` with the `wgpu` feature.
+//!
+//! Every op must match the reference within 1e-4 relative
+//! ([`assert_close`]). Without a GPU adapter the wgpu tests print why and
+//! pass, except under `CI=true`, where a missing adapter fails them.
+
+use std::sync::OnceLock;
+
+use hdgcn::backend::{Backend, Cpu};
+use ndarray::Array2;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+/// Declares each generic check as one test per backend.
+macro_rules! backend_tests {
+    ($($name:ident),* $(,)?) => {
+        mod cpu {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(&hdgcn::backend::Cpu::<f32>::new());
+                }
+            )*
+        }
+        #[cfg(feature = "wgpu")]
+        mod wgpu {
+            $(
+                #[test]
+                fn $name() {
+                    if let Some(b) = crate::wgpu_backend() {
+                        super::$name(&b);
+                    }
+                }
+            )*
+        }
+    };
+}
+
+mod elementwise;
+mod layers;
+mod matmul;
+mod reduce;
+mod segment;
+mod shape;
+mod sparse;
+
+/// The shared wgpu device, or `None` (after saying why) when there is no
+/// adapter outside CI.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_backend() -> Option<hdgcn::backend::Wgpu> {
+    static DEVICE: OnceLock<Option<hdgcn::backend::Wgpu>> = OnceLock::new();
+    DEVICE
+        .get_or_init(|| match hdgcn::backend::Wgpu::new() {
+            Ok(b) => Some(b),
+            Err(e) => {
+                if std::env::var("CI").is_ok_and(|v| v == "true") {
+                    panic!("CI=true but the wgpu backend is unavailable: {e}");
+                }
+                eprintln!("skipping wgpu tests: {e}");
+                None
+            }
+        })
+        .clone()
+}
+
+/// The `f64` reference backend.
+pub fn reference() -> Cpu<f64> {
+    Cpu::<f64>::new()
+}
+
+/// A `rows x cols` array with entries uniform in `[lo, hi)`.
+pub fn rand_array(rows: usize, cols: usize, seed: u64, lo: f64, hi: f64) -> Array2<f64> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    Array2::from_shape_fn((rows, cols), |_| rng.random_range(lo..hi))
+}
+
+/// Uploads an `f64` array to an `f32` backend.
+pub fn up<B: Backend<Elem = f32>>(b: &B, a: &Array2<f64>) -> B::Tensor {
+    b.upload(a.mapv(|v| v as f32).view())
+}
+
+/// Downloads an `f32` tensor as `f64`.
+pub fn down<B: Backend<Elem = f32>>(b: &B, t: &B::Tensor) -> Array2<f64> {
+    b.download(t).mapv(f64::from)
+}
+
+/// The `f64` reference of an op whose inputs were rounded to `f32` (so that
+/// the reference sees exactly the backend's inputs).
+pub fn r32(a: &Array2<f64>) -> Array2<f64> {
+    a.mapv(|v| f64::from(v as f32))
+}
+
+/// Asserts `|got - want| <= 1e-4 * max(|want|, 1e-2 * max|want|)` entry-wise
+/// (relative, with a floor for entries much smaller than the largest).
+pub fn assert_close(what: &str, got: &Array2<f64>, want: &Array2<f64>) {
+    assert_eq!(got.dim(), want.dim(), "{what}: shape");
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    for ((idx, &g), &w) in got.indexed_iter().zip(want.iter()) {
+        let tol = 1e-4 * w.abs().max(1e-2 * scale).max(1e-30);
+        assert!(
+            (g - w).abs() <= tol || (g.is_nan() && w.is_nan()),
+            "{what}: entry {idx:?} is {g}, expected {w} (tolerance {tol:e})"
+        );
+    }
+}
