@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use hdgcn::autograd::SparseMatrix;
-use hdgcn::backend::{Backend, Cpu};
+use hdgcn::backend::{Backend, Device, WithBackend};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::DeviceGraph;
 use hdgcn::data::{Planetoid, data_root, geom_gcn_dir, geom_gcn_split, planetoid_dir};
@@ -82,6 +82,10 @@ struct Args {
     /// Load parameters from a checkpoint and evaluate them (no training).
     #[arg(long)]
     load: Option<PathBuf>,
+    /// cpu | wgpu (the wgpu backend needs `--features wgpu`; the adapter is
+    /// chosen by WGPU_BACKEND / WGPU_ADAPTER_NAME).
+    #[arg(long, default_value = "cpu")]
+    device: String,
     /// Print one JSON summary as the last stdout line.
     #[arg(long)]
     json: bool,
@@ -92,13 +96,36 @@ struct Args {
 
 fn main() {
     let args = Args::parse();
-    if let Err(e) = run(&args) {
+    let result = args
+        .device
+        .parse::<Device>()
+        .and_then(|device| {
+            device.run(Job {
+                args: &args,
+                device,
+            })
+        })
+        .and_then(|r| r);
+    if let Err(e) = result {
         eprintln!("error: {e}");
         std::process::exit(1);
     }
 }
 
-fn run(args: &Args) -> hdgcn::Result<()> {
+/// The whole run, generic over the backend `--device` picks.
+struct Job<'a> {
+    args: &'a Args,
+    device: Device,
+}
+
+impl WithBackend for Job<'_> {
+    type Output = hdgcn::Result<()>;
+    fn run<B: Backend<Elem = f32>>(self, backend: B) -> hdgcn::Result<()> {
+        run(self.args, &backend, self.device)
+    }
+}
+
+fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgcn::Result<()> {
     let model_kind = args.model.to_ascii_lowercase();
     if !matches!(
         model_kind.as_str(),
@@ -126,16 +153,15 @@ fn run(args: &Args) -> hdgcn::Result<()> {
     }
     let root = data_root(args.data_dir.as_deref());
     let data = Planetoid::load(&planetoid_dir(&root), &args.dataset)?;
-    let cpu = Cpu::<f32>::new();
     let graph = Graph::from_edges(data.num_nodes(), &data.edges)?;
     let x = if args.raw_features {
         data.features.clone()
     } else {
         data.row_normalized_features()
     };
-    let features = Features::Sparse(SparseMatrix::from_csmat(&cpu, &x)?);
+    let features = Features::Sparse(SparseMatrix::from_csmat(backend, &x)?);
     let mut task = NodeTask {
-        graph: DeviceGraph::new(&cpu, graph),
+        graph: DeviceGraph::new(backend, graph),
         features,
         labels: data.labels.clone(),
         num_classes: data.num_classes,
@@ -153,12 +179,12 @@ fn run(args: &Args) -> hdgcn::Result<()> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let (d, h, c) = (data.num_features(), hidden, data.num_classes);
         let mut model = match model_kind.as_str() {
-            "gcn" => NodeClassifier::gcn(&cpu, d, h, c, args.dropout, &mut rng)?,
-            "cheb" => NodeClassifier::cheb(&cpu, d, h, c, k, args.dropout, &mut rng)?,
+            "gcn" => NodeClassifier::gcn(backend, d, h, c, args.dropout, &mut rng)?,
+            "cheb" => NodeClassifier::cheb(backend, d, h, c, k, args.dropout, &mut rng)?,
             "hdgcn" => {
-                NodeClassifier::hdgcn(&cpu, d, h, c, k, args.supernodes, args.dropout, &mut rng)?
+                NodeClassifier::hdgcn(backend, d, h, c, k, args.supernodes, args.dropout, &mut rng)?
             }
-            _ => NodeClassifier::hdgcn_static(&cpu, d, h, c, k, args.dropout, &mut rng)?,
+            _ => NodeClassifier::hdgcn_static(backend, d, h, c, k, args.dropout, &mut rng)?,
         };
         let cfg = NodeTrainConfig {
             epochs,
@@ -226,8 +252,8 @@ fn run(args: &Args) -> hdgcn::Result<()> {
             "test_accs": test,
             "train_step_ms_median": step,
             "peak_rss_mb": rss,
-            "device": "cpu",
-            "adapter": cpu.name(),
+            "device": device.as_str(),
+            "adapter": backend.name(),
         });
         println!("{j}");
     }

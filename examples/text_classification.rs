@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use hdgcn::attention::MvcAttnConfig;
-use hdgcn::backend::{Backend, Cpu};
+use hdgcn::backend::{Backend, Device, WithBackend};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
 use hdgcn::data::data_root;
@@ -92,6 +92,10 @@ struct Args {
     /// the vocabulary options (--min-count, --dataset) must match the saved run.
     #[arg(long)]
     load: Option<PathBuf>,
+    /// cpu | wgpu (the wgpu backend needs `--features wgpu`; the adapter is
+    /// chosen by WGPU_BACKEND / WGPU_ADAPTER_NAME).
+    #[arg(long, default_value = "cpu")]
+    device: String,
     /// Print one JSON summary as the last stdout line.
     #[arg(long)]
     json: bool,
@@ -102,15 +106,36 @@ struct Args {
 
 fn main() {
     let args = Args::parse();
-    if let Err(e) = run(&args) {
+    let result = args
+        .device
+        .parse::<Device>()
+        .and_then(|device| {
+            device.run(Job {
+                args: &args,
+                device,
+            })
+        })
+        .and_then(|r| r);
+    if let Err(e) = result {
         eprintln!("error: {e}");
         std::process::exit(1);
     }
 }
 
-type C = Cpu<f32>;
+/// The whole run, generic over the backend `--device` picks.
+struct Job<'a> {
+    args: &'a Args,
+    device: Device,
+}
 
-fn run(args: &Args) -> hdgcn::Result<()> {
+impl WithBackend for Job<'_> {
+    type Output = hdgcn::Result<()>;
+    fn run<B: Backend<Elem = f32>>(self, backend: B) -> hdgcn::Result<()> {
+        run(self.args, &backend, self.device)
+    }
+}
+
+fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgcn::Result<()> {
     let model_kind = args.model.to_ascii_lowercase();
     if !matches!(
         model_kind.as_str(),
@@ -155,7 +180,6 @@ fn run(args: &Args) -> hdgcn::Result<()> {
     if let Some((_, found)) = &glove {
         eprintln!("GloVe: {found} of {} vocabulary words found", vocab.len());
     }
-    let cpu = C::new();
     let k = args.k.unwrap_or(if model_kind == "cheb" { 3 } else { 6 });
     let (mut test, mut val, mut epochs) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..args.runs {
@@ -165,29 +189,29 @@ fn run(args: &Args) -> hdgcn::Result<()> {
         let (tr, va, te) = (pick(&train_idx), pick(&val_idx), pick(&test_idx));
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let emb = match &glove {
-            Some((table, _)) => Embedding::from_array(&cpu, table)?,
-            None => Embedding::new(&cpu, vocab.len(), args.hidden, &mut rng)?,
+            Some((table, _)) => Embedding::from_array(backend, table)?,
+            None => Embedding::new(backend, vocab.len(), args.hidden, &mut rng)?,
         };
         let d = emb.weight.shape().1;
         let h = args.hidden;
-        let conv: Box<dyn GraphConv<C>> = match model_kind.as_str() {
-            "gcn" => Box::new(GcnConv::new(&cpu, d, h, &mut rng)?),
-            "cheb" => Box::new(ChebConvConfig::new(d, h, k).build(&cpu, &mut rng)?),
+        let conv: Box<dyn GraphConv<B>> = match model_kind.as_str() {
+            "gcn" => Box::new(GcnConv::new(backend, d, h, &mut rng)?),
+            "cheb" => Box::new(ChebConvConfig::new(d, h, k).build(backend, &mut rng)?),
             "hdgcn" => {
                 let mut cfg = HdChebConfig::new(d, h, k);
                 cfg.dropout = args.dropout;
                 let mut attn = MvcAttnConfig::new(h);
                 attn.supernodes = args.supernodes;
-                Box::new(cfg.build_dynamic(&cpu, &mut rng, &attn)?)
+                Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
             }
             _ => {
                 let mut cfg = HdChebConfig::new(d, h, k);
                 cfg.dropout = args.dropout;
-                Box::new(cfg.build_static(&cpu, &mut rng)?)
+                Box::new(cfg.build_static(backend, &mut rng)?)
             }
         };
-        let readout = Box::new(GatedReadout::new(&cpu, h, &mut rng)?);
-        let classifier = Linear::new(&cpu, h, corpus.num_classes(), true, &mut rng)?;
+        let readout = Box::new(GatedReadout::new(backend, h, &mut rng)?);
+        let classifier = Linear::new(backend, h, corpus.num_classes(), true, &mut rng)?;
         let mut model = GraphClassifier::new(
             Some(InputLayer::Embedding(emb)),
             vec![conv],
@@ -260,8 +284,8 @@ fn run(args: &Args) -> hdgcn::Result<()> {
             "test_accs": test,
             "epoch_s_median": ep,
             "peak_rss_mb": rss,
-            "device": "cpu",
-            "adapter": cpu.name(),
+            "device": device.as_str(),
+            "adapter": backend.name(),
         });
         println!("{j}");
     }

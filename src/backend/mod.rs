@@ -16,6 +16,7 @@
 //! as [`Backend::Index`].
 
 pub mod cpu;
+mod device;
 pub mod rng;
 #[cfg(feature = "wgpu")]
 #[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
@@ -29,6 +30,7 @@ use crate::float::Float;
 #[cfg(feature = "wgpu")]
 pub use self::wgpu::Wgpu;
 pub use cpu::Cpu;
+pub use device::{Device, WithBackend};
 
 /// Element-wise binary operations (with broadcasting, see [`Backend::binary`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

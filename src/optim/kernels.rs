@@ -176,8 +176,6 @@ pub fn update_slices<F: Float>(
             decoupled,
             rectify,
         } => {
-            let bias_c1 = 1.0 - pow(beta1);
-            let bias_c2 = 1.0 - pow(beta2);
             let decay = c(1.0 - lr * weight_decay);
             let (wd, b1, w1, b2, w2, eps_f) = (
                 c(weight_decay),
@@ -187,38 +185,7 @@ pub fn update_slices<F: Float>(
                 c(1.0 - beta2),
                 c(eps),
             );
-            // How the moments turn into an update (see the docs above).
-            enum Mode {
-                Adaptive { scale: f64, denom_div: f64 },
-                Sgd { scale: f64 },
-            }
-            let mode = if !rectify {
-                Mode::Adaptive {
-                    scale: lr / bias_c1,
-                    denom_div: bias_c2.sqrt(),
-                }
-            } else {
-                let beta2_t = pow(beta2);
-                let n_sma_max = 2.0 / (1.0 - beta2) - 1.0;
-                let n_sma = n_sma_max - 2.0 * step as f64 * beta2_t / (1.0 - beta2_t);
-                if n_sma >= 5.0 {
-                    let r = ((1.0 - beta2_t) * (n_sma - 4.0) / (n_sma_max - 4.0) * (n_sma - 2.0)
-                        / n_sma
-                        * n_sma_max
-                        / (n_sma_max - 2.0))
-                        .sqrt()
-                        / (1.0 - pow(beta1));
-                    Mode::Adaptive {
-                        scale: r * lr,
-                        denom_div: 1.0,
-                    }
-                } else {
-                    // degenerated_to_sgd=True
-                    Mode::Sgd {
-                        scale: 1.0 / (1.0 - pow(beta1)) * lr,
-                    }
-                }
-            };
+            let mode = adabelief_mode(lr, beta1, beta2, rectify, step);
             let (m, rest) = slots.split_at_mut(1);
             let (m, s) = (&mut *m[0], &mut *rest[0]);
             for (((p, &g), m), s) in param
@@ -241,15 +208,71 @@ pub fn update_slices<F: Float>(
                 *s = *s * b2 + w2 * r * r;
                 *s += eps_f;
                 match mode {
-                    Mode::Adaptive { scale, denom_div } => {
+                    AdaBeliefMode::Adaptive { scale, denom_div } => {
                         let denom = s.sqrt() / c(denom_div) + eps_f;
                         *p += c(-scale) * *m / denom;
                     }
-                    Mode::Sgd { scale } => {
+                    AdaBeliefMode::Sgd { scale } => {
                         *p += *m * c(-scale);
                     }
                 }
             }
+        }
+    }
+}
+
+/// How AdaBelief's moments turn into an update at a given step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum AdaBeliefMode {
+    /// `p -= scale * m / (sqrt(s) / denom_div + eps)`.
+    Adaptive {
+        /// Step scale (learning rate with bias or rectification factors).
+        scale: f64,
+        /// Divisor of `sqrt(s)` (the second bias correction, or 1 when rectified).
+        denom_div: f64,
+    },
+    /// Rectified warm-up degenerated to SGD with momentum: `p -= scale * m`.
+    Sgd {
+        /// Step scale.
+        scale: f64,
+    },
+}
+
+/// The AdaBelief update mode of step `step` (from 1), shared by every backend.
+pub(crate) fn adabelief_mode(
+    lr: f64,
+    beta1: f64,
+    beta2: f64,
+    rectify: bool,
+    step: u64,
+) -> AdaBeliefMode {
+    // Python's `beta ** step` (a float power, i.e. C `pow`).
+    let pow = |b: f64| b.powf(step as f64);
+    let bias_c1 = 1.0 - pow(beta1);
+    let bias_c2 = 1.0 - pow(beta2);
+    if !rectify {
+        return AdaBeliefMode::Adaptive {
+            scale: lr / bias_c1,
+            denom_div: bias_c2.sqrt(),
+        };
+    }
+    let beta2_t = pow(beta2);
+    let n_sma_max = 2.0 / (1.0 - beta2) - 1.0;
+    let n_sma = n_sma_max - 2.0 * step as f64 * beta2_t / (1.0 - beta2_t);
+    if n_sma >= 5.0 {
+        let r = ((1.0 - beta2_t) * (n_sma - 4.0) / (n_sma_max - 4.0) * (n_sma - 2.0) / n_sma
+            * n_sma_max
+            / (n_sma_max - 2.0))
+            .sqrt()
+            / (1.0 - pow(beta1));
+        AdaBeliefMode::Adaptive {
+            scale: r * lr,
+            denom_div: 1.0,
+        }
+    } else {
+        // degenerated_to_sgd=True
+        AdaBeliefMode::Sgd {
+            scale: 1.0 / (1.0 - pow(beta1)) * lr,
         }
     }
 }

@@ -106,3 +106,19 @@ pub fn assert_close(what: &str, got: &Array2<f64>, want: &Array2<f64>) {
         );
     }
 }
+
+/// Asserts `max|got - want| <= 1e-4 * max(max|want|, floor)` over the whole
+/// tensor (norm-wise relative: for gradients, whose small entries are sums
+/// of cancelling terms).
+pub fn assert_close_tensor(what: &str, got: &Array2<f64>, want: &Array2<f64>, floor: f64) {
+    assert_eq!(got.dim(), want.dim(), "{what}: shape");
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(floor);
+    let err = got
+        .iter()
+        .zip(want.iter())
+        .fold(0.0f64, |m, (g, w)| m.max((g - w).abs()));
+    assert!(
+        err <= 1e-4 * scale.max(1e-30),
+        "{what}: largest error {err:e} exceeds 1e-4 of the largest entry {scale:e}"
+    );
+}

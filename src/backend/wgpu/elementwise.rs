@@ -3,6 +3,7 @@
 
 use super::{Kernel, Wgpu, WgpuTensor, f, u};
 use crate::backend::{BinaryOp, UnaryOp, UpdateRule};
+use crate::optim::kernels::AdaBeliefMode;
 
 const SRC: &str = include_str!("shaders/elementwise.wgsl");
 const OPTIM: &str = include_str!("shaders/optim.wgsl");
@@ -219,27 +220,11 @@ pub(super) fn optim_update(
             decoupled,
             rectify,
         } => {
-            let bias_c1 = 1.0 - pow(beta1);
-            let bias_c2 = 1.0 - pow(beta2);
-            // (sgd mode, scale, denominator divisor), as update_slices.
-            let (sgd, scale, denom_div) = if !rectify {
-                (false, lr / bias_c1, bias_c2.sqrt())
-            } else {
-                let beta2_t = pow(beta2);
-                let n_sma_max = 2.0 / (1.0 - beta2) - 1.0;
-                let n_sma = n_sma_max - 2.0 * step as f64 * beta2_t / (1.0 - beta2_t);
-                if n_sma >= 5.0 {
-                    let r = ((1.0 - beta2_t) * (n_sma - 4.0) / (n_sma_max - 4.0) * (n_sma - 2.0)
-                        / n_sma
-                        * n_sma_max
-                        / (n_sma_max - 2.0))
-                        .sqrt()
-                        / (1.0 - pow(beta1));
-                    (false, r * lr, 1.0)
-                } else {
-                    (true, 1.0 / (1.0 - pow(beta1)) * lr, 1.0)
-                }
-            };
+            let (sgd, scale, denom_div) =
+                match crate::optim::kernels::adabelief_mode(lr, beta1, beta2, rectify, step) {
+                    AdaBeliefMode::Adaptive { scale, denom_div } => (false, scale, denom_div),
+                    AdaBeliefMode::Sgd { scale } => (true, scale, 1.0),
+                };
             b.ctx.dispatch(
                 &opt("adabelief"),
                 &[
