@@ -362,6 +362,14 @@ impl Context {
         self.submit_locked(&mut rec);
     }
 
+    /// Submits everything recorded so far and waits until the device is idle.
+    pub(crate) fn wait(&self) {
+        self.flush();
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .unwrap_or_else(|e| panic!("wgpu: device lost while waiting: {e}"));
+    }
+
     /// Copies the first `bytes` bytes of `src` back to the host (submits and waits).
     pub(crate) fn read(&self, src: &Buf, bytes: u64) -> Vec<u8> {
         if bytes == 0 {

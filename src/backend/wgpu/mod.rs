@@ -83,6 +83,13 @@ impl Wgpu {
         self.ctx.flush();
     }
 
+    /// Submits all recorded work and blocks until the device has finished it
+    /// (for timing; results are read with [`Backend::download`], which waits
+    /// by itself).
+    pub fn synchronize(&self) {
+        self.ctx.wait();
+    }
+
     /// Largest tensor, in entries, that one storage binding can hold on this adapter.
     pub fn max_tensor_len(&self) -> u64 {
         self.ctx.max_binding_elems()
