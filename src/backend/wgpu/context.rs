@@ -180,7 +180,10 @@ impl Context {
 
     /// Largest storage binding, in `f32` entries.
     pub(crate) fn max_binding_elems(&self) -> u64 {
-        u64::from(self.limits.max_storage_buffer_binding_size).min(self.limits.max_buffer_size) / 4
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
+            / 4
     }
 
     /// A pooled storage buffer of at least `bytes` bytes (contents undefined).
@@ -188,7 +191,7 @@ impl Context {
         let size = round_size(bytes);
         assert!(
             size <= self.limits.max_buffer_size
-                && size <= u64::from(self.limits.max_storage_buffer_binding_size),
+                && size <= self.limits.max_storage_buffer_binding_size,
             "wgpu: a {bytes}-byte tensor exceeds this adapter's largest buffer binding ({} bytes)",
             self.limits.max_storage_buffer_binding_size
         );
