@@ -1,0 +1,75 @@
+// Sparse (CSR) kernels: S · X row-parallel (the transpose product runs the
+// same kernel on the stored CSR of Sᵀ), and dropout on the stored values.
+
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<storage, read> a: array<f32>;
+@group(0) @binding(3) var<storage, read> ia: array<u32>;
+@group(0) @binding(4) var<storage, read> ib: array<u32>;
+@group(0) @binding(5) var<storage, read> v: array<f32>;
+
+// spmm: out = S · a, S in CSR (indptr = ia, indices = ib, values = v);
+// `a` is `cols x w`, `out` is `rows x w`. One invocation per (row, chunk of
+// four output columns): the row's indices and values are read once per chunk.
+// P = [rows * chunks, w, chunks]
+@compute @workgroup_size(256)
+fn spmm(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = linear_id(gid, nwg);
+    if (i >= pu(0u)) { return; }
+    let w = pu(1u);
+    let chunks = pu(2u);
+    let r = i / chunks;
+    let c0 = (i - r * chunks) * 4u;
+    let cnt = min(4u, w - c0);
+    let lo = ia[r];
+    let hi = ia[r + 1u];
+    var acc = vec4<f32>(0.0);
+    if (cnt == 4u) {
+        for (var p = lo; p < hi; p = p + 1u) {
+            let base = ib[p] * w + c0;
+            acc = acc + v[p] * vec4<f32>(a[base], a[base + 1u], a[base + 2u], a[base + 3u]);
+        }
+    } else {
+        for (var p = lo; p < hi; p = p + 1u) {
+            let base = ib[p] * w + c0;
+            let s = v[p];
+            for (var t = 0u; t < cnt; t = t + 1u) {
+                acc[t] = acc[t] + s * a[base + t];
+            }
+        }
+    }
+    let o = r * w + c0;
+    for (var t = 0u; t < cnt; t = t + 1u) {
+        out[o + t] = acc[t];
+    }
+}
+
+// The counter-based hash of `backend::rng` (bit-identical; as in elementwise.wgsl).
+fn pcg_hash(x: u32) -> u32 {
+    let state = x * 747796405u + 2891336453u;
+    let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
+    return (word >> 22u) ^ word;
+}
+
+fn uniform01(lo: u32, hi: u32, i: u32) -> f32 {
+    let h = pcg_hash((pcg_hash(i ^ lo) + hi) ^ 0x9E3779B9u);
+    return f32(h >> 8u) * (1.0 / 16777216.0);
+}
+
+// dropout: out[i] = a[i] * (keep(seed, i, p) ? scale : 0).
+// P = [nnz, seed_lo, seed_hi, p, scale]
+@compute @workgroup_size(256)
+fn dropout(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = linear_id(gid, nwg);
+    if (i >= pu(0u)) { return; }
+    let m = select(0.0, pf(4u), uniform01(pu(1u), pu(2u), i) >= pf(3u));
+    out[i] = a[i] * m;
+}
+
+// permute: out[k] = a[ia[k]] (the transpose's values from the matrix's).
+// P = [nnz]
+@compute @workgroup_size(256)
+fn permute(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let k = linear_id(gid, nwg);
+    if (k >= pu(0u)) { return; }
+    out[k] = a[ia[k]];
+}
