@@ -112,6 +112,23 @@ impl Wgpu {
         }
     }
 
+    /// The host copy of an index (read back from the device on first use).
+    fn host<'a>(&self, idx: &'a WgpuIndex) -> &'a [u32] {
+        idx.host.get_or_init(|| {
+            bytemuck::pod_collect_to_vec(&self.ctx.read(&idx.buf, 4 * idx.len as u64))
+        })
+    }
+
+    /// A device-computed index of `len` entries (no host copy yet).
+    fn device_index(&self, buf: Arc<Buf>, len: usize) -> WgpuIndex {
+        WgpuIndex {
+            buf,
+            len,
+            host: Arc::new(OnceLock::new()),
+            inverse: Arc::new(OnceLock::new()),
+        }
+    }
+
     fn upload_u32(&self, v: &[u32]) -> Arc<Buf> {
         Arc::new(self.ctx.upload_bytes(bytemuck::cast_slice(v)))
     }
@@ -170,12 +187,15 @@ impl std::fmt::Debug for WgpuSparse {
     }
 }
 
-/// A `u32` index vector on the GPU, with a host copy (segment counts,
-/// inverse maps for scatters are derived from it).
+/// A `u32` index vector on the GPU, with a host copy (segment counts and
+/// the inverse maps of scatters are derived from it). Indices uploaded from
+/// the host keep their copy; indices computed on the device (arg-max) are
+/// read back only if the host copy is ever asked for.
 #[derive(Clone)]
 pub struct WgpuIndex {
     buf: Arc<Buf>,
-    host: Arc<Vec<u32>>,
+    len: usize,
+    host: Arc<OnceLock<Vec<u32>>>,
     /// Inverse map for [`Backend::scatter_add_rows`], built on first use:
     /// `(ptr, pos)` with `pos[ptr[r]..ptr[r+1]]` the positions holding `r`.
     inverse: Arc<OnceLock<(Arc<Buf>, Arc<Buf>)>>,
@@ -183,7 +203,7 @@ pub struct WgpuIndex {
 
 impl std::fmt::Debug for WgpuIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "WgpuIndex(len {})", self.host.len())
+        write!(f, "WgpuIndex(len {})", self.len)
     }
 }
 
@@ -244,13 +264,14 @@ impl Backend for Wgpu {
     fn index_from_slice(&self, idx: &[u32]) -> WgpuIndex {
         WgpuIndex {
             buf: self.upload_u32(idx),
-            host: Arc::new(idx.to_vec()),
+            len: idx.len(),
+            host: Arc::new(OnceLock::from(idx.to_vec())),
             inverse: Arc::new(OnceLock::new()),
         }
     }
 
     fn index_len(&self, idx: &WgpuIndex) -> usize {
-        idx.host.len()
+        idx.len
     }
 
     fn matmul(&self, a: &WgpuTensor, b: &WgpuTensor, ta: bool, tb: bool) -> WgpuTensor {

@@ -23,7 +23,7 @@
 //! input by the softmax kernels, zero in broadcasts and reduction gradients,
 //! and zero (nothing added) in the attention kernels.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use super::context::WG;
 use super::{Buf, Kernel, Wgpu, WgpuIndex, WgpuTensor, u};
@@ -54,11 +54,8 @@ fn lanes(width: usize) -> u32 {
 
 /// Number of segments of `ptr`.
 fn segments(ptr: &WgpuIndex) -> usize {
-    assert!(
-        !ptr.host.is_empty(),
-        "segment offsets need G + 1 >= 1 entries"
-    );
-    ptr.host.len() - 1
+    assert!(ptr.len >= 1, "segment offsets need G + 1 >= 1 entries");
+    ptr.len - 1
 }
 
 /// Splits the segments of `ptr` into chunks of at most `k` rows: the chunks'
@@ -113,7 +110,7 @@ fn segmented(
     let rows_per_chunk = chunk_rows(width);
     let lanes = lanes(width);
     // The current level: its rows (x, then partial results) and their grouping.
-    let mut groups = ptr.host.clone();
+    let mut groups = b.host(ptr).to_vec();
     let mut groups_buf = ptr.buf.clone();
     let (mut xa, mut xb) = (a.buf.clone(), bb.buf.clone());
     let mut level = 0u32;
@@ -169,7 +166,7 @@ fn segmented(
         };
         // Next level: the partial results, grouped by segment.
         groups_buf = b.upload_u32(&chunk_ptr);
-        groups = Arc::new(chunk_ptr);
+        groups = chunk_ptr;
         xb = o2.unwrap_or_else(|| o1.clone());
         xa = o1;
         level += 1;
@@ -205,13 +202,8 @@ pub(super) fn reduce(
         SegmentReduce::Max => {
             let (out, arg) = segmented(b, Reduction::Max, x, x, x.cols, ptr);
             let arg = arg.expect("max has an arg-max");
-            let host: Vec<u32> = bytemuck::pod_collect_to_vec(&b.ctx.read(&arg.buf, arg.bytes()));
-            let idx = WgpuIndex {
-                buf: arg.buf,
-                host: Arc::new(host),
-                inverse: Arc::new(OnceLock::new()),
-            };
-            (out, Some(idx))
+            let len = arg.len();
+            (out, Some(b.device_index(arg.buf, len)))
         }
     }
 }
@@ -243,7 +235,7 @@ pub(super) fn reduce_grad(
         ),
         SegmentReduce::Max => {
             let arg = argmax.expect("max backward needs argmax");
-            assert_eq!(arg.host.len(), g * cols, "arg-max length");
+            assert_eq!(arg.len, g * cols, "arg-max length");
             per_row(
                 b,
                 "seg_max_grad",

@@ -170,10 +170,10 @@ pub(super) fn slice_add_assign(
 
 /// Rows `x[idx[i]]` (indices are checked against `x`'s rows on the host copy).
 pub(super) fn gather_rows(b: &Wgpu, x: &WgpuTensor, idx: &WgpuIndex) -> WgpuTensor {
-    if let Some(&bad) = idx.host.iter().find(|&&i| i as usize >= x.rows) {
+    if let Some(&bad) = b.host(idx).iter().find(|&&i| i as usize >= x.rows) {
         panic!("gather_rows: index {bad} out of range for {} rows", x.rows);
     }
-    let out = b.alloc(idx.host.len(), x.cols);
+    let out = b.alloc(idx.len, x.cols);
     let n = out.len();
     b.ctx.dispatch(
         &k("gather_rows"),
@@ -215,11 +215,10 @@ pub(super) fn scatter_add_rows(
     rows: usize,
 ) -> WgpuTensor {
     assert_eq!(
-        idx.host.len(),
-        src.rows,
+        idx.len, src.rows,
         "scatter_add_rows: one index per source row"
     );
-    let Some(&max) = idx.host.iter().max() else {
+    let Some(&max) = b.host(idx).iter().max() else {
         return elementwise::full(b, rows, src.cols, 0.0);
     };
     assert!(
@@ -227,7 +226,7 @@ pub(super) fn scatter_add_rows(
         "scatter_add_rows: index {max} out of range for {rows} rows"
     );
     let (ptr, pos) = idx.inverse.get_or_init(|| {
-        let (ptr, pos) = inverse_map(&idx.host);
+        let (ptr, pos) = inverse_map(b.host(idx));
         (b.upload_u32(&ptr), b.upload_u32(&pos))
     });
     let out = b.alloc(rows, src.cols);
