@@ -130,6 +130,14 @@ fn sum_squares_matches_f64<B: Backend<Elem = f32>>(b: &B) {
             "{rows}x{cols}: sum_squares {got}, expected {want}"
         );
     }
+    // 9 million entries: more partials than are read back after one pass.
+    let v = f64::from(0.3f32);
+    let got = b.sum_squares(&b.full(3_000, 3_000, 0.3));
+    let want = 9e6 * v * v;
+    assert!(
+        (got - want).abs() <= 1e-5 * want,
+        "3000x3000: sum_squares {got}, expected {want}"
+    );
 }
 
 fn softmax_both_axes_and_log<B: Backend<Elem = f32>>(b: &B) {

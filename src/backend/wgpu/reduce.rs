@@ -33,7 +33,7 @@ const WG: usize = super::context::WG as usize;
 /// Entries one invocation folds serially per pass of a multi-pass reduction.
 const ITEMS: usize = 32;
 /// `sum_squares` reads back at most this many partials and adds them in `f64`.
-const HOST_PARTIALS: usize = 4096;
+const HOST_PARTIALS: usize = 1024;
 
 /// Reduction modes (the `mode` codes of `shaders/reduce.wgsl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
