@@ -339,7 +339,7 @@ pub(super) fn layer_norm_grad(
 
 /// Mean negative log-likelihood of the targets (`1 x 1`; 0 without targets).
 pub(super) fn nll(b: &Wgpu, logp: &WgpuTensor, target: &WgpuIndex) -> WgpuTensor {
-    let n = target.host.len();
+    let n = target.len;
     if n == 0 {
         return elementwise::full(b, 1, 1, 0.0);
     }
@@ -364,7 +364,7 @@ pub(super) fn nll_grad(
 ) -> WgpuTensor {
     let out = b.alloc(rows, cols);
     let len = out.len();
-    let n = target.host.len();
+    let n = target.len;
     b.ctx.dispatch(
         &k("nll_grad"),
         &[u(len), u(cols), u(n), f(n as f64)],
