@@ -33,7 +33,8 @@ fn filled(rows: usize, cols: usize) -> Array2<f32> {
     })
 }
 
-fn bench_backend<B: Backend<Elem = f32>>(c: &mut Criterion, name: &str, b: &B, sync: &dyn Fn()) {
+fn bench_backend<B: Backend<Elem = f32>>(c: &mut Criterion, name: &str, b: &B) {
+    let sync = || b.synchronize();
     let data = cora();
     let n = data.num_nodes();
     let graph = Graph::from_edges(n, &data.edges).unwrap();
@@ -132,13 +133,10 @@ fn bench_backend<B: Backend<Elem = f32>>(c: &mut Criterion, name: &str, b: &B, s
 }
 
 fn benches(c: &mut Criterion) {
-    bench_backend(c, "cpu", &Cpu::<f32>::new(), &|| {});
+    bench_backend(c, "cpu", &Cpu::<f32>::new());
     #[cfg(feature = "wgpu")]
     match hdgcn::backend::Wgpu::new() {
-        Ok(gpu) => {
-            let g2 = gpu.clone();
-            bench_backend(c, "wgpu", &gpu, &move || g2.synchronize());
-        }
+        Ok(gpu) => bench_backend(c, "wgpu", &gpu),
         Err(e) => eprintln!("skipping wgpu benchmarks: {e}"),
     }
 }

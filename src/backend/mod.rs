@@ -174,6 +174,11 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// Human-readable name of the device (e.g. `"cpu"` or the adapter name).
     fn name(&self) -> String;
 
+    /// Blocks until all work issued so far has finished. Kernels of an
+    /// asynchronous backend (wgpu) only record work; timings must wait for
+    /// it. The CPU backend is synchronous, so the default does nothing.
+    fn synchronize(&self) {}
+
     // ----- transfer and construction -------------------------------------
 
     /// Copies a host array to the device.

@@ -175,6 +175,7 @@ pub fn train_node_classifier<B: Backend>(
         if !rest.is_empty() {
             opt_rest.step(&rest, &grads)?;
         }
+        backend.synchronize();
         step_ms.push(t0.elapsed().as_secs_f64() * 1e3);
         final_loss = loss.scalar()?;
         if !final_loss.is_finite() {

@@ -83,13 +83,6 @@ impl Wgpu {
         self.ctx.flush();
     }
 
-    /// Submits all recorded work and blocks until the device has finished it
-    /// (for timing; results are read with [`Backend::download`], which waits
-    /// by itself).
-    pub fn synchronize(&self) {
-        self.ctx.wait();
-    }
-
     /// Largest tensor, in entries, that one storage binding can hold on this adapter.
     pub fn max_tensor_len(&self) -> u64 {
         self.ctx.max_binding_elems()
@@ -223,6 +216,12 @@ impl Backend for Wgpu {
 
     fn name(&self) -> String {
         format!("wgpu ({}, {})", self.adapter_name(), self.adapter_backend())
+    }
+
+    /// Submits all recorded work and blocks until the device has finished it
+    /// (for timing; [`Backend::download`] waits by itself).
+    fn synchronize(&self) {
+        self.ctx.wait();
     }
 
     fn upload(&self, a: ArrayView2<'_, f32>) -> WgpuTensor {
