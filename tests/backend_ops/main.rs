@@ -8,8 +8,6 @@
 //! ([`assert_close`]). Without a GPU adapter the wgpu tests print why and
 //! pass, except under `CI=true`, where a missing adapter fails them.
 
-use std::sync::OnceLock;
-
 use hdgcn::backend::{Backend, Cpu};
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -51,6 +49,7 @@ mod sparse;
 /// adapter outside CI.
 #[cfg(feature = "wgpu")]
 pub fn wgpu_backend() -> Option<hdgcn::backend::Wgpu> {
+    use std::sync::OnceLock;
     static DEVICE: OnceLock<Option<hdgcn::backend::Wgpu>> = OnceLock::new();
     DEVICE
         .get_or_init(|| match hdgcn::backend::Wgpu::new() {
