@@ -10,6 +10,7 @@
 //!   the accumulators are summed; for large outputs a transposed index
 //!   (built once, shared by all copies of the structure) drives a gather.
 
+use std::mem::MaybeUninit;
 use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
@@ -180,30 +181,30 @@ impl<F: Float> CpuCsr<F> {
             return Vec::new();
         }
         if !transpose || self.symmetric {
-            let mut out = vec![F::zero(); rows * width];
-            self.gather_rows(
-                &mut out,
-                x,
-                width,
-                &self.structure.indptr,
-                &self.structure.indices,
-                None,
-            );
-            return out;
+            return filled(rows * width, |out| {
+                self.gather_rows(
+                    out,
+                    x,
+                    width,
+                    &self.structure.indptr,
+                    &self.structure.indices,
+                    None,
+                )
+            });
         }
         if cols * width <= SCATTER_MAX_OUTPUT {
             return self.scatter_transposed(x, width);
         }
         let t = self.transpose_index();
-        let mut out = vec![F::zero(); cols * width];
-        self.gather_rows(&mut out, x, width, &t.indptr, &t.indices, Some(&t.perm));
-        out
+        filled(cols * width, |out| {
+            self.gather_rows(out, x, width, &t.indptr, &t.indices, Some(&t.perm))
+        })
     }
 
     /// `out[i] = Σ_p data[perm(p)] · x[indices[p]]` over `indptr[i]..indptr[i+1]`.
     fn gather_rows(
         &self,
-        out: &mut [F],
+        out: &mut [MaybeUninit<F>],
         x: &[F],
         width: usize,
         indptr: &[usize],
@@ -287,49 +288,121 @@ fn has_avx2_fma() -> bool {
     }
 }
 
-/// Rows `first..` of `out[i] = Σ_{p in row i} value(p) · x[indices[p]]`.
+/// A vector of `len` entries, every one of which `fill` writes (the output
+/// is never zero-filled first).
+fn filled<F: Float>(len: usize, fill: impl FnOnce(&mut [MaybeUninit<F>])) -> Vec<F> {
+    let mut v: Vec<F> = Vec::with_capacity(len);
+    fill(&mut v.spare_capacity_mut()[..len]);
+    // SAFETY: `fill` (a gather kernel) writes all `len` entries: every row
+    // chunk of the output is visited and every column of it written.
+    unsafe { v.set_len(len) };
+    v
+}
+
+/// Columns `c..c + L` of output row `i`: `Σ_{p in a..b} value(p) · x[indices[p], c..c + L]`,
+/// accumulated in `L` registers (`width - c` may be less than `L` only for
+/// the last, partial block: then only that many lanes are read and written).
+#[inline(always)]
+// The storage position `p` feeds both `indices` and the `value` closure.
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+fn gather_lanes<F: Float, V: Fn(usize) -> F, const L: usize, const FUSED: bool>(
+    o: &mut [MaybeUninit<F>],
+    x: &[F],
+    width: usize,
+    c: usize,
+    a: usize,
+    b: usize,
+    indices: &[u32],
+    value: &V,
+) {
+    let n = (width - c).min(L);
+    let mut acc = [F::zero(); L];
+    let fma = |v: F, s: F, acc: F| {
+        if FUSED {
+            v.mul_add(s, acc)
+        } else {
+            acc + v * s
+        }
+    };
+    let row = |p: usize| -> &[F; L] {
+        let j = indices[p] as usize;
+        let start = j * width + c;
+        assert!(start + L <= x.len(), "column index {j} out of range");
+        // SAFETY: `start..start + L` is within `x` (checked above).
+        unsafe { &*(x.as_ptr().add(start) as *const [F; L]) }
+    };
+    if n == L && L <= 32 {
+        // Narrow blocks: two independent accumulator sets hide the
+        // multiply-add latency of the chain over a row's entries.
+        let mut acc2 = [F::zero(); L];
+        let mut p = a;
+        while p + 1 < b {
+            let (s0, s1) = (row(p), row(p + 1));
+            let (v0, v1) = (value(p), value(p + 1));
+            for l in 0..L {
+                acc[l] = fma(v0, s0[l], acc[l]);
+                acc2[l] = fma(v1, s1[l], acc2[l]);
+            }
+            p += 2;
+        }
+        if p < b {
+            let (s0, v0) = (row(p), value(p));
+            for l in 0..L {
+                acc[l] = fma(v0, s0[l], acc[l]);
+            }
+        }
+        for l in 0..L {
+            acc[l] += acc2[l];
+        }
+    } else if n == L {
+        for p in a..b {
+            let (src, v) = (row(p), value(p));
+            for l in 0..L {
+                acc[l] = fma(v, src[l], acc[l]);
+            }
+        }
+    } else {
+        for p in a..b {
+            let j = indices[p] as usize;
+            let src = &x[j * width + c..j * width + c + n];
+            let v = value(p);
+            for (acc, &s) in acc.iter_mut().zip(src) {
+                *acc = fma(v, s, *acc);
+            }
+        }
+    }
+    for (o, &v) in o[c..c + n].iter_mut().zip(&acc) {
+        o.write(v);
+    }
+}
+
+/// Rows `first..` of `out[i] = Σ_{p in row i} value(p) · x[indices[p]]`:
+/// columns in register blocks of 64 (one pass over a row's neighbours reads
+/// four adjacent cache lines of each), then 16, then a partial block.
 // The storage position `p` feeds both `indices` and the `value` closure.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
 fn gather_block<F: Float, V: Fn(usize) -> F, const FUSED: bool>(
     first: usize,
-    chunk: &mut [F],
+    chunk: &mut [MaybeUninit<F>],
     x: &[F],
     width: usize,
     indptr: &[usize],
     indices: &[u32],
     value: &V,
 ) {
-    const LANES: usize = 16;
-    let full = width / LANES * LANES;
+    let wide = width / 64 * 64;
     for (k, o) in chunk.chunks_exact_mut(width).enumerate() {
         let i = first + k;
         let (a, b) = (indptr[i], indptr[i + 1]);
-        // Columns in blocks of 16 accumulate in registers.
-        for c in (0..full).step_by(LANES) {
-            let mut acc = [F::zero(); LANES];
-            for p in a..b {
-                let j = indices[p] as usize;
-                let src: &[F; LANES] = x[j * width + c..j * width + c + LANES]
-                    .try_into()
-                    .expect("16 lanes");
-                let v = value(p);
-                for l in 0..LANES {
-                    acc[l] = if FUSED {
-                        v.mul_add(src[l], acc[l])
-                    } else {
-                        acc[l] + v * src[l]
-                    };
-                }
-            }
-            o[c..c + LANES].copy_from_slice(&acc);
+        let mut c = 0;
+        while c < wide {
+            gather_lanes::<F, V, 64, FUSED>(o, x, width, c, a, b, indices, value);
+            c += 64;
         }
-        if full < width {
-            let o = &mut o[full..];
-            for p in a..b {
-                let j = indices[p] as usize;
-                axpy::<F, FUSED>(o, value(p), &x[j * width + full..(j + 1) * width]);
-            }
+        while c < width {
+            gather_lanes::<F, V, 16, FUSED>(o, x, width, c, a, b, indices, value);
+            c += 16;
         }
     }
 }
@@ -339,7 +412,7 @@ fn gather_block<F: Float, V: Fn(usize) -> F, const FUSED: bool>(
 #[target_feature(enable = "avx2,fma")]
 fn gather_block_avx2<F: Float, V: Fn(usize) -> F>(
     first: usize,
-    chunk: &mut [F],
+    chunk: &mut [MaybeUninit<F>],
     x: &[F],
     width: usize,
     indptr: &[usize],
@@ -351,8 +424,9 @@ fn gather_block_avx2<F: Float, V: Fn(usize) -> F>(
 
 /// Row-wise gather kernel: `out[i] = Σ_{p in row i} value(p) · x[indices[p]]`,
 /// in blocks of rows over rayon when `parallel`, with AVX2/FMA when available.
+/// Writes every entry of `out`.
 fn gather_kernel<F: Float, V: Fn(usize) -> F + Sync>(
-    out: &mut [F],
+    out: &mut [MaybeUninit<F>],
     x: &[F],
     width: usize,
     indptr: &[usize],
@@ -362,7 +436,7 @@ fn gather_kernel<F: Float, V: Fn(usize) -> F + Sync>(
 ) {
     let rows = out.len() / width;
     let fast = has_avx2_fma();
-    let block = |first: usize, chunk: &mut [F]| {
+    let block = |first: usize, chunk: &mut [MaybeUninit<F>]| {
         #[cfg(target_arch = "x86_64")]
         if fast {
             // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
