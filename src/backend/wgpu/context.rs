@@ -35,7 +35,8 @@ pub(crate) const MAX_PARAMS: usize = 16;
 const RING_SLOTS: u64 = 2048;
 
 /// WGSL prepended to every shader: the parameter block and the
-/// linear-invocation helper that undoes dispatch splitting.
+/// linear-invocation helper that undoes dispatch splitting, and the
+/// counter-based dropout hash shared with `backend::rng`.
 const PRELUDE: &str = include_str!("shaders/prelude.wgsl");
 
 /// A compute kernel: a WGSL source (without the prelude) and an entry point.

@@ -127,18 +127,6 @@ fn unary_grad(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
     out[i] = c[i] * derivative(pu(1u), a[i], b[i], pf(2u));
 }
 
-// The counter-based hash of `backend::rng` (bit-identical).
-fn pcg_hash(x: u32) -> u32 {
-    let state = x * 747796405u + 2891336453u;
-    let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
-    return (word >> 22u) ^ word;
-}
-
-fn uniform01(lo: u32, hi: u32, i: u32) -> f32 {
-    let h = pcg_hash((pcg_hash(i ^ lo) + hi) ^ 0x9E3779B9u);
-    return f32(h >> 8u) * (1.0 / 16777216.0);
-}
-
 // dropout_mask: P = [n, seed_lo, seed_hi, p, scale]
 @compute @workgroup_size(256)
 fn dropout_mask(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -27,3 +27,17 @@ fn linear_id(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 fn group_x(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.z * nwg.x;
 }
+
+// The counter-based hash of `backend::rng` (bit-identical), shared by every
+// dropout kernel so that all backends draw the same masks.
+fn pcg_hash(x: u32) -> u32 {
+    let state = x * 747796405u + 2891336453u;
+    let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
+    return (word >> 22u) ^ word;
+}
+
+// `rng::uniform(seed, i)`: uniform in [0, 1) from the seed's halves and a counter.
+fn uniform01(lo: u32, hi: u32, i: u32) -> f32 {
+    let h = pcg_hash((pcg_hash(i ^ lo) + hi) ^ 0x9E3779B9u);
+    return f32(h >> 8u) * (1.0 / 16777216.0);
+}

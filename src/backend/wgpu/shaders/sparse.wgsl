@@ -43,18 +43,6 @@ fn spmm(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
 }
 
-// The counter-based hash of `backend::rng` (bit-identical; as in elementwise.wgsl).
-fn pcg_hash(x: u32) -> u32 {
-    let state = x * 747796405u + 2891336453u;
-    let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
-    return (word >> 22u) ^ word;
-}
-
-fn uniform01(lo: u32, hi: u32, i: u32) -> f32 {
-    let h = pcg_hash((pcg_hash(i ^ lo) + hi) ^ 0x9E3779B9u);
-    return f32(h >> 8u) * (1.0 / 16777216.0);
-}
-
 // dropout: out[i] = a[i] * (keep(seed, i, p) ? scale : 0).
 // P = [nnz, seed_lo, seed_hi, p, scale]
 @compute @workgroup_size(256)
