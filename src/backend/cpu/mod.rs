@@ -2,6 +2,7 @@
 //! (rayon), in `f32` or `f64`.
 
 mod elementwise;
+mod parallel;
 mod reduce;
 mod segment;
 mod sparse;

@@ -449,9 +449,9 @@ fn gather_kernel<F: Float, V: Fn(usize) -> F + Sync>(
     if parallel {
         // Blocks of rows keep scheduling overhead negligible.
         let rows_per_task = (rows / (4 * rayon::current_num_threads())).max(64);
-        out.par_chunks_mut(rows_per_task * width)
-            .enumerate()
-            .for_each(|(c, chunk)| block(c * rows_per_task, chunk));
+        super::parallel::for_each_chunk(out, rows_per_task * width, |c, chunk| {
+            block(c * rows_per_task, chunk)
+        });
     } else {
         block(0, out);
     }
