@@ -94,6 +94,8 @@ fn bench_mr_batch(c: &mut Criterion) {
         let emb = Embedding::new(&cpu, vocab.len(), 64, &mut rng).unwrap();
         let mut cfg = HdChebConfig::new(64, 64, 6);
         cfg.dropout = 0.5;
+        // GraphClassifier drops the conv's input itself.
+        cfg.input_dropout = 0.0;
         let conv: Box<dyn GraphConv<C>> = if name == "hdgcn" {
             Box::new(
                 cfg.build_dynamic(&cpu, &mut rng, &MvcAttnConfig::new(64))

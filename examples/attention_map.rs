@@ -139,7 +139,10 @@ fn run(args: &Args) -> Result<()> {
     let emb = Embedding::new(&cpu, vocab.len(), h, &mut rng)?;
     let mut attn = MvcAttnConfig::new(h);
     attn.supernodes = args.supernodes;
-    let mut conv = HdChebConfig::new(h, h, K).build_dynamic(&cpu, &mut rng, &attn)?;
+    let mut cfg = HdChebConfig::new(h, h, K);
+    // GraphClassifier drops the conv's input itself.
+    cfg.input_dropout = 0.0;
+    let mut conv = cfg.build_dynamic(&cpu, &mut rng, &attn)?;
     let readout = Box::new(GatedReadout::new(&cpu, h, &mut rng)?);
     let classifier = Linear::new(&cpu, h, corpus.num_classes(), true, &mut rng)?;
     let mut model = GraphClassifier::new(
@@ -178,6 +181,7 @@ fn run(args: &Args) -> Result<()> {
             weight_decay: 0.0,
             optimizer: GraphOptimizer::AdaBelief,
             patience: None,
+            clip_grad_norm: None,
             seed: args.seed,
             quiet: false,
         };

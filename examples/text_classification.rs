@@ -67,6 +67,9 @@ struct Args {
     /// adabelief | adam
     #[arg(long, default_value = "adabelief")]
     optimizer: String,
+    /// Clip each step's gradients to this total L2 norm (default: no clipping).
+    #[arg(long)]
+    clip: Option<f64>,
     /// Dropout probability.
     #[arg(long, default_value_t = 0.5)]
     dropout: f64,
@@ -200,6 +203,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "hdgcn" => {
                 let mut cfg = HdChebConfig::new(d, h, k);
                 cfg.dropout = args.dropout;
+                // GraphClassifier drops the conv's input itself.
+                cfg.input_dropout = 0.0;
                 let mut attn = MvcAttnConfig::new(h);
                 attn.supernodes = args.supernodes;
                 Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
@@ -207,6 +212,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             _ => {
                 let mut cfg = HdChebConfig::new(d, h, k);
                 cfg.dropout = args.dropout;
+                // GraphClassifier drops the conv's input itself.
+                cfg.input_dropout = 0.0;
                 Box::new(cfg.build_static(backend, &mut rng)?)
             }
         };
@@ -227,6 +234,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             weight_decay: 0.0,
             optimizer,
             patience: Some(args.patience),
+            clip_grad_norm: args.clip,
             seed,
             quiet: args.quiet,
         };
@@ -250,6 +258,15 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             eprintln!("saved {}", path.display());
         }
         if !args.quiet {
+            for (e, h) in rep.history.iter().enumerate() {
+                eprintln!(
+                    "run {r} epoch {e}: train loss {:.4}  grad norm {:.3}  val {:.2}  val loss {:.4}",
+                    h.train_loss,
+                    h.grad_norm,
+                    100.0 * h.val_acc,
+                    h.val_loss
+                );
+            }
             eprintln!(
                 "run {r}: best epoch {}  val {:.2}  test {:.2}  epoch {:.1} s",
                 rep.best_epoch,

@@ -76,6 +76,7 @@ fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
         weight_decay: 0.0,
         optimizer,
         patience: Some(15),
+        clip_grad_norm: None,
         seed: 1,
         quiet: true,
     }
@@ -352,4 +353,59 @@ fn inconsistent_models_and_samples_are_errors() {
         model.forward(&t, &g, &GraphInput::Tokens(idx)),
         Err(Error::InvalidConfig(_))
     ));
+}
+
+#[test]
+fn clipping_bounds_each_step_and_history_records_every_epoch() {
+    let mut rng = StdRng::seed_from_u64(12);
+    let data = cycles_and_stars(&mut rng, 60);
+    let (train, val) = data.split_at(40);
+    let cpu = Cpu::<f32>::new();
+    let fresh = |rng: &mut StdRng| {
+        GraphClassifier::gcn(&cpu, InputSpec::Dense(1), 8, 2, 2, 0.0, rng).unwrap()
+    };
+    let base = GraphTrainConfig {
+        patience: None,
+        ..cfg(3, GraphOptimizer::Adam)
+    };
+    // Without clipping the norm is not computed.
+    let mut model = fresh(&mut StdRng::seed_from_u64(1));
+    let plain = train_graph_classifier(&mut model, train, val, val, &base).unwrap();
+    assert_eq!(plain.history.len(), plain.epochs_run);
+    assert!(plain.history.iter().all(|h| h.grad_norm.is_nan()));
+    assert!(
+        plain
+            .history
+            .iter()
+            .all(|h| h.train_loss.is_finite() && (0.0..=1.0).contains(&h.val_acc))
+    );
+    assert_eq!(plain.history.last().unwrap().train_loss, plain.final_loss);
+    // A huge bound measures without changing anything: same trajectory.
+    let mut model = fresh(&mut StdRng::seed_from_u64(1));
+    let loose = GraphTrainConfig {
+        clip_grad_norm: Some(1e12),
+        ..base.clone()
+    };
+    let measured = train_graph_classifier(&mut model, train, val, val, &loose).unwrap();
+    assert!(measured.history.iter().all(|h| h.grad_norm > 0.0));
+    for (a, b) in plain.history.iter().zip(&measured.history) {
+        assert_eq!(a.train_loss, b.train_loss);
+    }
+    // A tight bound changes the trajectory (every step is rescaled).
+    let mut model = fresh(&mut StdRng::seed_from_u64(1));
+    let tight = GraphTrainConfig {
+        clip_grad_norm: Some(1e-4),
+        optimizer: GraphOptimizer::Adam,
+        ..base.clone()
+    };
+    let clipped = train_graph_classifier(&mut model, train, val, val, &tight).unwrap();
+    assert_ne!(clipped.history[1].train_loss, plain.history[1].train_loss);
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let c = GraphTrainConfig {
+            clip_grad_norm: Some(bad),
+            ..base.clone()
+        };
+        let err = train_graph_classifier(&mut fresh(&mut rng), train, val, val, &c).unwrap_err();
+        assert!(err.to_string().contains("clip_grad_norm"), "{err}");
+    }
 }

@@ -82,6 +82,7 @@ fn static_variant_equals_dense_reference() {
         let ah = dense_gcn(&g);
         let mut cfg = HdChebConfig::new(3, 5, k);
         cfg.dropout = 0.0;
+        cfg.input_dropout = 0.0;
         let conv = cfg.build_static(&cpu, &mut rng).unwrap();
         // Random biases and norm affine so that every parameter matters.
         for (_, p) in conv.named_params() {
@@ -153,6 +154,10 @@ fn invalid_configurations_are_errors() {
     let mut cfg = HdChebConfig::new(3, 4, 2);
     cfg.dropout = 1.0;
     assert!(cfg.build_static(&cpu, &mut rng).is_err());
+    let mut cfg = HdChebConfig::new(3, 4, 2);
+    cfg.input_dropout = -0.1;
+    let err = cfg.build_static(&cpu, &mut rng).unwrap_err().to_string();
+    assert!(err.contains("input_dropout"), "{err}");
 }
 
 #[test]
@@ -167,6 +172,7 @@ fn dynamic_variant_with_uniform_attention_is_a_graph_mean_transition() {
     let ah = dense_gcn(&g);
     let mut cfg = HdChebConfig::new(3, 4, 4);
     cfg.dropout = 0.0;
+    cfg.input_dropout = 0.0;
     let mut attn = MvcAttnConfig::new(4);
     attn.supernodes = 3;
     let conv = cfg.build_dynamic(&cpu, &mut rng, &attn).unwrap();
@@ -223,6 +229,7 @@ fn dynamic_variant_gradients() {
     let g = random_graph(&mut rng, 5);
     let mut cfg = HdChebConfig::new(3, 4, 2);
     cfg.dropout = 0.0;
+    cfg.input_dropout = 0.0;
     cfg.activation = Activation::Tanh;
     let mut attn = MvcAttnConfig::new(4);
     attn.supernodes = 2;
@@ -268,4 +275,32 @@ fn dynamic_forward_with_maps_equals_forward() {
             }
         }
     }
+}
+
+#[test]
+fn input_dropout_acts_on_the_input_only() {
+    // With every dropout 0 a training-mode pass equals an evaluation pass;
+    // input dropout alone (Z_k dropout 0) makes them differ, and Z_k dropout
+    // alone (input dropout 0) does too: the two are independent knobs.
+    let mut rng = StdRng::seed_from_u64(31);
+    let cpu = C::new();
+    let dg = DeviceGraph::new(&cpu, random_graph(&mut rng, 8));
+    let x = rand_mat(&mut rng, 8, 3);
+    let pass = |input_dropout: f64, dropout: f64, training: bool| {
+        let mut cfg = HdChebConfig::new(3, 4, 4);
+        cfg.input_dropout = input_dropout;
+        cfg.dropout = dropout;
+        let mut conv = cfg
+            .build_static(&cpu, &mut StdRng::seed_from_u64(5))
+            .unwrap();
+        conv.set_training(training);
+        let t = Tape::with_seed(&cpu, 9);
+        let xf = t.constant(x.clone()).into();
+        conv.forward(&t, &dg, &xf).unwrap().to_array()
+    };
+    let eval = pass(0.0, 0.0, false);
+    assert_eq!(pass(0.0, 0.0, true), eval);
+    assert_eq!(pass(0.5, 0.5, false), eval);
+    assert_ne!(pass(0.5, 0.0, true), eval);
+    assert_ne!(pass(0.0, 0.5, true), eval);
 }

@@ -55,14 +55,20 @@ pub struct HdChebConfig {
     pub k: usize,
     /// Non-linearity σ (ReLU by default).
     pub activation: Activation,
-    /// Dropout on the layer input and on every `Z_k`.
+    /// Dropout on every `Z_k`.
     pub dropout: f64,
+    /// Dropout on the layer input. Set it to 0 when the surrounding model
+    /// already drops the layer's input (as [`crate::models::NodeClassifier`]
+    /// and [`crate::models::GraphClassifier`] do before every convolution);
+    /// otherwise the input is dropped twice.
+    pub input_dropout: f64,
     /// LayerNorm epsilon.
     pub layer_norm_eps: f64,
 }
 
 impl HdChebConfig {
-    /// Defaults: ReLU, dropout 0.5, LayerNorm eps 1e-5.
+    /// Defaults: ReLU, dropout 0.5 on the input and on every `Z_k`,
+    /// LayerNorm eps 1e-5.
     pub fn new(in_channels: usize, hidden: usize, k: usize) -> Self {
         HdChebConfig {
             in_channels,
@@ -70,12 +76,13 @@ impl HdChebConfig {
             k,
             activation: Activation::Relu,
             dropout: 0.5,
+            input_dropout: 0.5,
             layer_norm_eps: 1e-5,
         }
     }
 
     /// Checks the configuration: positive widths, `K` even and `>= 2`,
-    /// dropout in `[0, 1)`.
+    /// both dropouts in `[0, 1)`.
     pub fn validate(&self) -> Result<()> {
         crate::nn::check_dims(self.in_channels, self.hidden)?;
         if self.k == 0 || self.k % 2 == 1 {
@@ -84,11 +91,15 @@ impl HdChebConfig {
                 self.k
             )));
         }
-        if !(0.0..1.0).contains(&self.dropout) {
-            return Err(Error::InvalidConfig(format!(
-                "dropout must be in [0, 1), got {}",
-                self.dropout
-            )));
+        for (name, p) in [
+            ("dropout", self.dropout),
+            ("input_dropout", self.input_dropout),
+        ] {
+            if !(0.0..1.0).contains(&p) {
+                return Err(Error::InvalidConfig(format!(
+                    "HdChebConv: {name} must be in [0, 1), got {p}"
+                )));
+            }
         }
         Ok(())
     }
@@ -127,6 +138,7 @@ impl HdChebConfig {
             units,
             norm: LayerNorm::new(backend, h, self.layer_norm_eps)?,
             dropout: Dropout::new(self.dropout)?,
+            input_dropout: Dropout::new(self.input_dropout)?,
         })
     }
 
@@ -174,7 +186,9 @@ pub struct HdUnit<B: Backend, T> {
 ///
 /// Each unit takes the previous unit's transition output (`Z0` for the
 /// first). The transition is [`StaticTransition`] (`Â²`) or a learned one
-/// such as MVCAttn. Dropout applies to the layer input and to every `Z_k`.
+/// such as MVCAttn. Dropout applies to the layer input
+/// ([`HdChebConfig::input_dropout`]) and to every `Z_k`
+/// ([`HdChebConfig::dropout`]).
 ///
 /// Parameters: `prime.*`, `units.{i}.transition.*`, `units.{i}.wd.weight`,
 /// `units.{i}.conv.*`, `norm.weight`, `norm.bias`.
@@ -202,8 +216,10 @@ pub struct HdChebConv<B: Backend, T> {
     pub units: Vec<HdUnit<B, T>>,
     /// LayerNorm of the sum.
     pub norm: LayerNorm<B>,
-    /// Dropout on the input and on every `Z_k`.
+    /// Dropout on every `Z_k`.
     pub dropout: Dropout,
+    /// Dropout on the layer input.
+    pub input_dropout: Dropout,
 }
 
 impl<B: Backend, T: Transition<B>> HdChebConv<B, T> {
@@ -226,7 +242,7 @@ impl<B: Backend, T: Transition<B>> HdChebConv<B, T> {
     {
         check_input("HdChebConv", graph, x, self.config.in_channels)?;
         let act = self.config.activation;
-        let x = self.dropout.forward_features(tape, x)?;
+        let x = self.input_dropout.forward_features(tape, x)?;
         let z0 = act.apply(&self.prime.forward(tape, graph, &x)?);
         let mut sum = z0.clone();
         let mut prev = z0;
@@ -320,6 +336,7 @@ impl<B: Backend, T: Transition<B>> Module<B> for HdChebConv<B, T> {
 
     fn set_training(&mut self, training: bool) {
         self.dropout.set_training(training);
+        self.input_dropout.set_training(training);
         for u in &mut self.units {
             u.transition.set_training(training);
         }

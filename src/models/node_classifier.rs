@@ -98,6 +98,8 @@ impl<B: Backend> NodeClassifier<B> {
     ) -> Result<Self> {
         let mut cfg = HdChebConfig::new(d_in, hidden, k);
         cfg.dropout = dropout;
+        // The model drops the conv's input itself (see `Self::new`).
+        cfg.input_dropout = 0.0;
         let mut attn = crate::attention::MvcAttnConfig::new(hidden);
         attn.supernodes = supernodes;
         let conv = cfg.build_dynamic(backend, rng, &attn)?;
@@ -119,6 +121,8 @@ impl<B: Backend> NodeClassifier<B> {
     ) -> Result<Self> {
         let mut cfg = HdChebConfig::new(d_in, hidden, k);
         cfg.dropout = dropout;
+        // The model drops the conv's input itself (see `Self::new`).
+        cfg.input_dropout = 0.0;
         let conv = cfg.build_static(backend, rng)?;
         Self::new(vec![Box::new(conv)], dropout, Activation::Relu)?.with_head(backend, classes, rng)
     }

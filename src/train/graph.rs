@@ -17,7 +17,7 @@ use crate::float::Float;
 use crate::graph::{Batch, Graph};
 use crate::models::{GraphClassifier, GraphInput, InputLayer};
 use crate::nn::{Features, Module};
-use crate::optim::{AdaBeliefConfig, AdamConfig, Optimizer};
+use crate::optim::{AdaBeliefConfig, AdamConfig, Optimizer, clip_grad_norm};
 
 /// The node inputs of one graph.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,6 +127,9 @@ pub struct GraphTrainConfig {
     /// Stop after this many epochs without a better validation accuracy
     /// (`None`: run all epochs).
     pub patience: Option<usize>,
+    /// Clip the gradients of every step to this total L2 norm
+    /// ([`crate::optim::clip_grad_norm`]); `None` (the default): no clipping.
+    pub clip_grad_norm: Option<f64>,
     /// Seed of the shuffling and of the dropout streams.
     pub seed: u64,
     /// Hide the progress bar.
@@ -142,6 +145,7 @@ impl Default for GraphTrainConfig {
             weight_decay: 0.0,
             optimizer: GraphOptimizer::Adam,
             patience: Some(20),
+            clip_grad_norm: None,
             seed: 0,
             quiet: true,
         }
@@ -167,6 +171,23 @@ pub struct GraphTrainReport {
     pub epoch_secs: Vec<f64>,
     /// Mean training loss of the last epoch.
     pub final_loss: f64,
+    /// One record per epoch run, in order.
+    pub history: Vec<EpochRecord>,
+}
+
+/// What one epoch of [`train_graph_classifier`] measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EpochRecord {
+    /// Mean training loss over the epoch's mini-batches (weighted by graphs).
+    pub train_loss: f64,
+    /// Mean total gradient norm (before clipping) over the epoch's steps;
+    /// `NaN` when [`GraphTrainConfig::clip_grad_norm`] is `None` (the norm
+    /// is only computed for clipping).
+    pub grad_norm: f64,
+    /// Validation accuracy after the epoch.
+    pub val_acc: f64,
+    /// Validation loss after the epoch.
+    pub val_loss: f64,
 }
 
 /// A mini-batch on the device: the block-diagonal graph, the node inputs
@@ -388,6 +409,13 @@ pub fn train_graph_classifier<B: Backend>(
     if cfg.batch_size == 0 {
         return Err(Error::InvalidConfig("batch_size must be at least 1".into()));
     }
+    if let Some(c) = cfg.clip_grad_norm {
+        if !(c.is_finite() && c > 0.0) {
+            return Err(Error::InvalidConfig(format!(
+                "clip_grad_norm must be finite and positive, got {c}"
+            )));
+        }
+    }
     check_samples(model, train, "training")?;
     check_samples(model, val, "validation")?;
     check_samples(model, test, "test")?;
@@ -419,6 +447,7 @@ pub fn train_graph_classifier<B: Backend>(
     }
     let mut best: Option<Best<B::Elem>> = None;
     let mut epoch_secs = Vec::with_capacity(cfg.epochs);
+    let mut history = Vec::with_capacity(cfg.epochs);
     let (mut since_best, mut epochs_run, mut final_loss) = (0, 0, f64::NAN);
     let mut step: u64 = 0;
     model.set_training(true);
@@ -426,7 +455,7 @@ pub fn train_graph_classifier<B: Backend>(
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
         order.shuffle(&mut rng);
-        let mut loss_sum = 0.0;
+        let (mut loss_sum, mut norm_sum, mut steps) = (0.0, 0.0, 0usize);
         for chunk in order.chunks(cfg.batch_size) {
             let samples: Vec<&GraphSample> = chunk.iter().map(|&i| &train[i]).collect();
             let b = prepare(&backend, &samples)?;
@@ -443,7 +472,19 @@ pub fn train_graph_classifier<B: Backend>(
                     "training loss became {value} at epoch {epoch}"
                 )));
             }
-            let grads = loss.backward()?;
+            let mut grads = loss.backward()?;
+            if let Some(max_norm) = cfg.clip_grad_norm {
+                let norm = clip_grad_norm(&backend, &mut grads, max_norm);
+                if !norm.is_finite() {
+                    return Err(Error::Numerical(format!(
+                        "gradient norm became {norm} at epoch {epoch}"
+                    )));
+                }
+                norm_sum += norm;
+            } else {
+                norm_sum = f64::NAN;
+            }
+            steps += 1;
             opt.step(&params, &grads)?;
             loss_sum += value * chunk.len() as f64;
         }
@@ -452,6 +493,12 @@ pub fn train_graph_classifier<B: Backend>(
         epochs_run = epoch + 1;
 
         let (val_acc, val_loss) = evaluate_prepared(model, &val_batches)?;
+        history.push(EpochRecord {
+            train_loss: final_loss,
+            grad_norm: norm_sum / steps.max(1) as f64,
+            val_acc,
+            val_loss,
+        });
         let better = best
             .as_ref()
             .is_none_or(|b| val_acc > b.val_acc || (val_acc == b.val_acc && val_loss < b.val_loss));
@@ -496,5 +543,6 @@ pub fn train_graph_classifier<B: Backend>(
         epochs_run,
         epoch_secs,
         final_loss,
+        history,
     })
 }

@@ -4,7 +4,7 @@ mod graph;
 mod node;
 
 pub use graph::{
-    GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, GraphTrainReport,
+    EpochRecord, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, GraphTrainReport,
     evaluate_graphs, train_graph_classifier,
 };
 pub use node::{NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes, train_node_classifier};
