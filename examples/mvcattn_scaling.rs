@@ -2,7 +2,7 @@
 //! number of nodes grows (one graph, `h = 64`, `M = 10`, `f32`, CPU).
 //!
 //! ```text
-//! cargo run --release --example mvcattn_scaling -- [--json] [--max-n 1000000] [--dense-max-n 10000]
+//! cargo run --release --example mvcattn_scaling -- [--json] [--max-n 1000000] [--dense-max-n 10000] [--malloc reuse|system]
 //! ```
 //!
 //! Each measurement (forward + backward of `mean(Z')`, median over a few
@@ -13,13 +13,17 @@
 //! ops. With `--json` every measurement is one JSON object per line:
 //! `{"n", "ms", "peak_rss_mb", "kind"}`.
 //!
-//! Above glibc's mmap threshold (at most 32 MiB) every fresh `N x h` tensor
-//! is mapped from the kernel and faulted in page by page, which costs as much
-//! as the arithmetic at `N >= 10^5`. Children inherit the environment, so the
-//! allocator can be tuned for a run without changing the code, e.g.
-//! `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` (transparent huge pages) or
-//! `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=17179869184`
-//! (reuse freed memory).
+//! Allocator: above glibc's dynamic mmap threshold (at most 32 MiB) every
+//! fresh `N x h` tensor is mapped from the kernel and faulted in page by page
+//! on every step, while smaller ones are reused from the heap. So with glibc
+//! left alone the step from `N = 10^5` (25 MiB tensors, reused) to `10^6`
+//! (256 MiB tensors, faulted in) costs page faults that the smaller sizes never
+//! pay, and the measured growth is not the kernels' growth. By default
+//! (`--malloc reuse`) the children therefore run with
+//! `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=17179869184`,
+//! so that freed memory is reused at every size, as a caching allocator
+//! would; `--malloc system` leaves glibc's defaults. A `GLIBC_TUNABLES` set
+//! by the caller is always passed through unchanged.
 
 use std::process::Command;
 use std::time::Instant;
@@ -56,7 +60,15 @@ struct Args {
     /// Child mode: mvcattn | dense.
     #[arg(long, default_value = "mvcattn")]
     kind: String,
+    /// reuse (children reuse freed memory at every size, see the file's
+    /// docs) | system (glibc's defaults).
+    #[arg(long, default_value = "reuse")]
+    malloc: String,
 }
+
+/// glibc tunables that keep freed memory for reuse at every size.
+const REUSE_TUNABLES: &str =
+    "glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=17179869184";
 
 fn random_z(n: usize, seed: u64) -> Array2<f32> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -144,6 +156,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let exe = std::env::current_exe()?;
+    let reuse = match args.malloc.as_str() {
+        "reuse" => std::env::var_os("GLIBC_TUNABLES").is_none(),
+        "system" => false,
+        other => return Err(format!("unknown --malloc {other:?} (reuse | system)").into()),
+    };
     if !args.json {
         println!(
             "{:>9} {:>8} {:>12} {:>14}",
@@ -156,9 +173,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             if kind == "dense" && n > args.dense_max_n {
                 continue;
             }
-            let out = Command::new(&exe)
-                .args(["--single", &n.to_string(), "--kind", kind])
-                .output()?;
+            let mut child = Command::new(&exe);
+            child.args(["--single", &n.to_string(), "--kind", kind]);
+            if reuse {
+                child.env("GLIBC_TUNABLES", REUSE_TUNABLES);
+            }
+            let out = child.output()?;
             if !out.status.success() {
                 return Err(format!(
                     "child for N = {n} ({kind}) failed: {}",
