@@ -92,10 +92,7 @@ fn bench_mr_batch(c: &mut Criterion) {
     for name in ["hdgcn", "hdgcn-static"] {
         let mut rng = rand::rngs::StdRng::seed_from_u64(0);
         let emb = Embedding::new(&cpu, vocab.len(), 64, &mut rng).unwrap();
-        let mut cfg = HdChebConfig::new(64, 64, 6);
-        cfg.dropout = 0.5;
-        // GraphClassifier drops the conv's input itself.
-        cfg.input_dropout = 0.0;
+        let cfg = HdChebConfig::in_model(64, 64, 6, 0.5);
         let conv: Box<dyn GraphConv<C>> = if name == "hdgcn" {
             Box::new(
                 cfg.build_dynamic(&cpu, &mut rng, &MvcAttnConfig::new(64))

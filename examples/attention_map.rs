@@ -139,10 +139,7 @@ fn run(args: &Args) -> Result<()> {
     let emb = Embedding::new(&cpu, vocab.len(), h, &mut rng)?;
     let mut attn = MvcAttnConfig::new(h);
     attn.supernodes = args.supernodes;
-    let mut cfg = HdChebConfig::new(h, h, K);
-    // GraphClassifier drops the conv's input itself.
-    cfg.input_dropout = 0.0;
-    let mut conv = cfg.build_dynamic(&cpu, &mut rng, &attn)?;
+    let mut conv = HdChebConfig::in_model(h, h, K, 0.5).build_dynamic(&cpu, &mut rng, &attn)?;
     let readout = Box::new(GatedReadout::new(&cpu, h, &mut rng)?);
     let classifier = Linear::new(&cpu, h, corpus.num_classes(), true, &mut rng)?;
     let mut model = GraphClassifier::new(

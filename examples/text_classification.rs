@@ -201,19 +201,13 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "gcn" => Box::new(GcnConv::new(backend, d, h, &mut rng)?),
             "cheb" => Box::new(ChebConvConfig::new(d, h, k).build(backend, &mut rng)?),
             "hdgcn" => {
-                let mut cfg = HdChebConfig::new(d, h, k);
-                cfg.dropout = args.dropout;
-                // GraphClassifier drops the conv's input itself.
-                cfg.input_dropout = 0.0;
+                let cfg = HdChebConfig::in_model(d, h, k, args.dropout);
                 let mut attn = MvcAttnConfig::new(h);
                 attn.supernodes = args.supernodes;
                 Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
             }
             _ => {
-                let mut cfg = HdChebConfig::new(d, h, k);
-                cfg.dropout = args.dropout;
-                // GraphClassifier drops the conv's input itself.
-                cfg.input_dropout = 0.0;
+                let cfg = HdChebConfig::in_model(d, h, k, args.dropout);
                 Box::new(cfg.build_static(backend, &mut rng)?)
             }
         };

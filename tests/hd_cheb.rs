@@ -303,4 +303,8 @@ fn input_dropout_acts_on_the_input_only() {
     assert_eq!(pass(0.5, 0.5, false), eval);
     assert_ne!(pass(0.5, 0.0, true), eval);
     assert_ne!(pass(0.0, 0.5, true), eval);
+    // The configuration for use inside a model keeps only the Z_k dropout.
+    let m = HdChebConfig::in_model(3, 4, 4, 0.3);
+    assert_eq!((m.dropout, m.input_dropout), (0.3, 0.0));
+    assert_eq!(m.k, 4);
 }

@@ -81,6 +81,18 @@ impl HdChebConfig {
         }
     }
 
+    /// The configuration for an HD-ChebConv inside a model that drops every
+    /// convolution's input itself ([`crate::models::NodeClassifier`],
+    /// [`crate::models::GraphClassifier`]): `dropout` on every `Z_k` and no
+    /// input dropout, so that the input is not dropped twice.
+    pub fn in_model(in_channels: usize, hidden: usize, k: usize, dropout: f64) -> Self {
+        HdChebConfig {
+            dropout,
+            input_dropout: 0.0,
+            ..Self::new(in_channels, hidden, k)
+        }
+    }
+
     /// Checks the configuration: positive widths, `K` even and `>= 2`,
     /// both dropouts in `[0, 1)`.
     pub fn validate(&self) -> Result<()> {

@@ -96,10 +96,7 @@ impl<B: Backend> NodeClassifier<B> {
         dropout: f64,
         rng: &mut R,
     ) -> Result<Self> {
-        let mut cfg = HdChebConfig::new(d_in, hidden, k);
-        cfg.dropout = dropout;
-        // The model drops the conv's input itself (see `Self::new`).
-        cfg.input_dropout = 0.0;
+        let cfg = HdChebConfig::in_model(d_in, hidden, k, dropout);
         let mut attn = crate::attention::MvcAttnConfig::new(hidden);
         attn.supernodes = supernodes;
         let conv = cfg.build_dynamic(backend, rng, &attn)?;
@@ -119,10 +116,7 @@ impl<B: Backend> NodeClassifier<B> {
         dropout: f64,
         rng: &mut R,
     ) -> Result<Self> {
-        let mut cfg = HdChebConfig::new(d_in, hidden, k);
-        cfg.dropout = dropout;
-        // The model drops the conv's input itself (see `Self::new`).
-        cfg.input_dropout = 0.0;
+        let cfg = HdChebConfig::in_model(d_in, hidden, k, dropout);
         let conv = cfg.build_static(backend, rng)?;
         Self::new(vec![Box::new(conv)], dropout, Activation::Relu)?.with_head(backend, classes, rng)
     }
