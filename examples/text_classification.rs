@@ -46,9 +46,13 @@ struct Args {
     /// Supernodes M of MVCAttn (dynamic HDGCN).
     #[arg(long, default_value_t = 10)]
     supernodes: usize,
-    /// Hidden width (and embedding width when training embeddings).
+    /// Hidden width.
     #[arg(long, default_value_t = 64)]
     hidden: usize,
+    /// Width of embeddings trained from scratch (default: --hidden); ignored
+    /// with --embeddings, whose file sets the width.
+    #[arg(long)]
+    embed_dim: Option<usize>,
     /// Sliding-window width for word co-occurrence edges.
     #[arg(long, default_value_t = 3)]
     window: usize,
@@ -70,6 +74,9 @@ struct Args {
     /// Clip each step's gradients to this total L2 norm (default: no clipping).
     #[arg(long)]
     clip: Option<f64>,
+    /// Weight decay of the optimiser (decoupled for AdaBelief, L2 for Adam).
+    #[arg(long, default_value_t = 0.0)]
+    weight_decay: f64,
     /// Dropout probability.
     #[arg(long, default_value_t = 0.5)]
     dropout: f64,
@@ -184,6 +191,10 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         eprintln!("GloVe: {found} of {} vocabulary words found", vocab.len());
     }
     let k = args.k.unwrap_or(if model_kind == "cheb" { 3 } else { 6 });
+    let embed_dim = match &glove {
+        Some((table, _)) => table.ncols(),
+        None => args.embed_dim.unwrap_or(args.hidden),
+    };
     let (mut test, mut val, mut epochs) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..args.runs {
         let seed = args.seed + r as u64;
@@ -193,7 +204,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let emb = match &glove {
             Some((table, _)) => Embedding::from_array(backend, table)?,
-            None => Embedding::new(backend, vocab.len(), args.hidden, &mut rng)?,
+            None => Embedding::new(backend, vocab.len(), embed_dim, &mut rng)?,
         };
         let d = emb.weight.shape().1;
         let h = args.hidden;
@@ -225,7 +236,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             epochs: args.epochs,
             batch_size: args.batch_size,
             lr: args.lr,
-            weight_decay: 0.0,
+            weight_decay: args.weight_decay,
             optimizer,
             patience: Some(args.patience),
             clip_grad_norm: args.clip,
@@ -288,6 +299,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "runs": args.runs,
             "k": k,
             "hidden": args.hidden,
+            "embed_dim": embed_dim,
             "window": args.window,
             "test_acc_mean": tm,
             "test_acc_std": ts,
