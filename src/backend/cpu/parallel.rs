@@ -1,52 +1,158 @@
-//! A parallel loop in which the calling thread takes part.
+//! A parallel loop in which the calling thread takes part and never waits
+//! for a helper that has not started.
 //!
 //! `rayon`'s parallel iterators, called from a thread outside the pool (the
 //! usual case: a training loop on the main thread), inject the whole loop
 //! into the pool and put the caller to sleep until a worker finishes it. For
 //! kernels of tens of microseconds (SpMM on Cora's operator) the two
-//! cross-thread wake-ups that costs are a large part of the call.
-//! [`for_each_chunk`] instead starts `threads - 1` helper jobs and lets the
-//! caller work at once; all of them take chunks from one shared queue, so a
-//! helper that wakes late simply takes fewer chunks.
+//! cross-thread wake-ups that costs are a large part of the call, and even a
+//! scope in which the caller works (`rayon::in_place_scope`) must wait at its
+//! end for every spawned helper to run, however late its worker wakes.
+//!
+//! [`for_each_chunk`] instead hands chunks out from one shared counter to the
+//! caller and to `threads - 1` detached helper jobs. When the caller finds no
+//! chunk left it closes the counter and waits only for chunks that helpers
+//! are processing at that moment; a helper that starts later finds the
+//! counter closed and returns without touching the data.
 
-use std::sync::Mutex;
+use std::any::Any;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The per-chunk work, with its borrows' lifetime erased (see [`Shared`]).
+type Task = dyn Fn(usize) + Sync;
+
+/// A pointer to the caller's task. Sound to share because the task is only
+/// called for a chunk handed out before the caller closes the counter, and
+/// the caller does not return (so the task stays alive) until every such
+/// chunk is finished.
+struct TaskPtr(*const Task);
+// SAFETY: the pointee is `Sync`; its lifetime is guarded by the protocol
+// described on `TaskPtr`.
+unsafe impl Send for TaskPtr {}
+// SAFETY: as above.
+unsafe impl Sync for TaskPtr {}
+
+/// Chunk counter and bookkeeping of one [`for_each_chunk`] call.
+struct State {
+    /// Next chunk to hand out.
+    next: usize,
+    /// No chunk is handed out any more.
+    closed: bool,
+    /// Chunks being processed by helpers or the caller right now.
+    active: usize,
+    /// The first panic raised by the task, re-raised on the caller.
+    panic: Option<Box<dyn Any + Send>>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    chunks: usize,
+    task: TaskPtr,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The task never runs under the lock, so it cannot be poisoned by
+        // it; recover anyway rather than panic on a poisoned lock.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes chunks until none is left (or the call is closed).
+    fn work(&self) {
+        loop {
+            let i = {
+                let mut s = self.lock();
+                if s.closed || s.next >= self.chunks {
+                    return;
+                }
+                s.next += 1;
+                s.active += 1;
+                s.next - 1
+            };
+            // SAFETY: chunk `i` was handed out while the call was open, so
+            // the caller is still inside `for_each_chunk` and keeps the task
+            // alive until `active` drops back to zero.
+            let task = unsafe { &*self.task.0 };
+            let result = panic::catch_unwind(AssertUnwindSafe(|| task(i)));
+            let mut s = self.lock();
+            s.active -= 1;
+            if let Err(p) = result {
+                s.closed = true;
+                s.panic.get_or_insert(p);
+            }
+        }
+    }
+
+    /// Closes the counter and waits until no chunk is being processed.
+    fn close_and_wait(&self) {
+        self.lock().closed = true;
+        let mut spins = 0u32;
+        while self.lock().active > 0 {
+            if spins < 1 << 10 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
 
 /// Calls `f(i, chunk)` for every chunk `i` of `data.chunks_mut(chunk_len)`,
 /// spread over the calling thread and up to `rayon::current_num_threads() - 1`
-/// pool workers. Returns when every chunk is done. `chunk_len` must be positive.
+/// pool workers. Returns when every chunk is done; a panic in `f` is
+/// re-raised here once no chunk is running. `chunk_len` must be positive.
 pub(crate) fn for_each_chunk<T: Send, F>(data: &mut [T], chunk_len: usize, f: F)
 where
     F: Fn(usize, &mut [T]) + Sync,
 {
-    let chunks = data.len().div_ceil(chunk_len.max(1));
+    let chunk_len = chunk_len.max(1);
+    let len = data.len();
+    let chunks = len.div_ceil(chunk_len);
     let helpers = rayon::current_num_threads().min(chunks).saturating_sub(1);
     if helpers == 0 {
-        for (i, c) in data.chunks_mut(chunk_len.max(1)).enumerate() {
+        for (i, c) in data.chunks_mut(chunk_len).enumerate() {
             f(i, c);
         }
         return;
     }
-    let queue = Mutex::new(data.chunks_mut(chunk_len).enumerate());
-    let work = || {
-        loop {
-            // A poisoned lock means another thread panicked in `f`; the
-            // scope re-raises that panic, so just stop taking work.
-            let next = match queue.lock() {
-                Ok(mut q) => q.next(),
-                Err(_) => None,
-            };
-            match next {
-                Some((i, c)) => f(i, c),
-                None => break,
-            }
-        }
+    // `usize` so that the closure is `Sync`; chunks are disjoint and each
+    // index is handed out once, so no two `&mut` slices overlap.
+    let base = data.as_mut_ptr() as usize;
+    let task = move |i: usize| {
+        let start = i * chunk_len;
+        let n = chunk_len.min(len - start);
+        // SAFETY: `start + n <= len`, chunk `i` is handed to one thread only,
+        // and `data` is mutably borrowed for the whole call.
+        let chunk = unsafe { std::slice::from_raw_parts_mut((base as *mut T).add(start), n) };
+        f(i, chunk)
     };
-    rayon::in_place_scope(|s| {
-        for _ in 0..helpers {
-            s.spawn(|_| work());
-        }
-        work();
+    let task: &(dyn Fn(usize) + Sync + '_) = &task;
+    // SAFETY: only the lifetime is erased; see `TaskPtr` for why the task
+    // is never called after this function returns.
+    let task: *const Task =
+        unsafe { std::mem::transmute(task as *const (dyn Fn(usize) + Sync + '_)) };
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            next: 0,
+            closed: false,
+            active: 0,
+            panic: None,
+        }),
+        chunks,
+        task: TaskPtr(task),
     });
+    for _ in 0..helpers {
+        let shared = Arc::clone(&shared);
+        rayon::spawn(move || shared.work());
+    }
+    shared.work();
+    shared.close_and_wait();
+    let panic = shared.lock().panic.take();
+    if let Some(p) = panic {
+        panic::resume_unwind(p);
+    }
 }
 
 #[cfg(test)]
@@ -68,6 +174,25 @@ mod tests {
                 "{len} {chunk}"
             );
         }
+    }
+
+    #[test]
+    fn a_panic_in_the_task_reaches_the_caller() {
+        let mut data = vec![0u32; 4096];
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for_each_chunk(&mut data, 64, |i, c| {
+                if i == 37 {
+                    panic!("chunk 37");
+                }
+                c.iter_mut().for_each(|v| *v = 1);
+            })
+        }));
+        let msg = r.expect_err("the panic must propagate");
+        assert_eq!(msg.downcast_ref::<&str>(), Some(&"chunk 37"));
+        // The data is still usable and no thread writes to it any more.
+        data.iter_mut().for_each(|v| *v = 2);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(data.iter().all(|&v| v == 2));
     }
 
     #[test]
