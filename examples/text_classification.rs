@@ -15,7 +15,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use hdgcn::attention::MvcAttnConfig;
+use hdgcn::attention::{MvcAttnConfig, Routing};
 use hdgcn::backend::{Backend, Device, WithBackend};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
@@ -46,6 +46,9 @@ struct Args {
     /// Supernodes M of MVCAttn (dynamic HDGCN).
     #[arg(long, default_value_t = 10)]
     supernodes: usize,
+    /// MVCAttn routing of the dynamic HDGCN: attention | votes (math.md §4).
+    #[arg(long, default_value = "attention")]
+    routing: String,
     /// Hidden width.
     #[arg(long, default_value_t = 64)]
     hidden: usize,
@@ -165,6 +168,15 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             )));
         }
     };
+    let routing = match args.routing.to_ascii_lowercase().as_str() {
+        "attention" => Routing::Attention,
+        "votes" => Routing::Votes,
+        other => {
+            return Err(hdgcn::Error::InvalidConfig(format!(
+                "unknown --routing '{other}' (attention | votes)"
+            )));
+        }
+    };
     if args.runs == 0 {
         return Err(hdgcn::Error::InvalidConfig(
             "--runs must be at least 1".into(),
@@ -215,6 +227,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                 let cfg = HdChebConfig::in_model(d, h, k, args.dropout);
                 let mut attn = MvcAttnConfig::new(h);
                 attn.supernodes = args.supernodes;
+                attn.routing = routing;
                 Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
             }
             _ => {
@@ -298,6 +311,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "model": model_kind,
             "runs": args.runs,
             "k": k,
+            "routing": args.routing.to_ascii_lowercase(),
             "hidden": args.hidden,
             "embed_dim": embed_dim,
             "window": args.window,
