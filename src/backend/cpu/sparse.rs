@@ -394,6 +394,7 @@ unsafe fn gather_lanes<F: Float, V: Fn(usize) -> F, const L: usize, const FUSED:
         }
     } else if n == L {
         for p in a..b {
+            prefetch_row::<F, L>(x, width, c, indices, p + PREFETCH_AHEAD);
             let (src, v) = (row(p), value(p));
             for l in 0..L {
                 acc[l] = fma(v, src[l], acc[l]);
@@ -412,6 +413,38 @@ unsafe fn gather_lanes<F: Float, V: Fn(usize) -> F, const L: usize, const FUSED:
     for (o, &v) in o[c..c + n].iter_mut().zip(&acc) {
         o.write(v);
     }
+}
+
+/// Stored entries ahead of the current one whose operand rows
+/// [`prefetch_row`] requests: rows of wide blocks (64 lanes, four cache lines
+/// of `f32`) do not stay in a core's cache and neighbours are random.
+const PREFETCH_AHEAD: usize = 4;
+
+/// Asks the CPU to start loading columns `c..c + L` of the operand row of
+/// stored entry `p` (if there is one); a hint only, never a fault.
+#[inline(always)]
+fn prefetch_row<F: Float, const L: usize>(
+    x: &[F],
+    width: usize,
+    c: usize,
+    indices: &[u32],
+    p: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(&j) = indices.get(p) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let base = x.as_ptr().wrapping_add(j as usize * width + c) as *const i8;
+        let bytes = L * std::mem::size_of::<F>();
+        let mut off = 0;
+        while off < bytes {
+            // SAFETY: a prefetch never dereferences or faults; the address
+            // is only computed (`wrapping_add`), never read from.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(off)) };
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (x, width, c, indices, p);
 }
 
 /// Rows `first..` of `out[i] = Σ_{p in row i} value(p) · x[indices[p]]`:
