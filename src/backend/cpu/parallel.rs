@@ -177,6 +177,41 @@ mod tests {
     }
 
     #[test]
+    fn repeated_calls_with_late_helpers_write_every_chunk_once() {
+        // Many short calls on a pool with more workers than cores: helpers
+        // regularly start after the caller has closed the counter, and each
+        // call must still see every element written exactly once.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for _ in 0..2000 {
+            let len = (next() % 300) as usize;
+            let chunk = 1 + (next() % 40) as usize;
+            let mut data = vec![0u8; len];
+            let run = |data: &mut [u8]| {
+                for_each_chunk(data, chunk, |i, c| {
+                    assert!(i * chunk < len.max(1));
+                    c.iter_mut().for_each(|v| *v += 1);
+                })
+            };
+            if next() % 2 == 0 {
+                pool.install(|| run(&mut data));
+            } else {
+                run(&mut data);
+            }
+            assert!(data.iter().all(|&v| v == 1), "len {len} chunk {chunk}");
+        }
+    }
+
+    #[test]
     fn a_panic_in_the_task_reaches_the_caller() {
         let mut data = vec![0u32; 4096];
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
