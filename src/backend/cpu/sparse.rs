@@ -330,12 +330,12 @@ fn filled<F: Float>(len: usize, fill: impl FnOnce(&mut [MaybeUninit<F>])) -> Vec
 /// Columns `c..c + L` of output row `i`: `Σ_{p in a..b} value(p) · x[indices[p], c..c + L]`,
 /// accumulated in `L` registers (`width - c` may be less than `L` only for
 /// the last, partial block: then only that many lanes are read and written).
-#[inline(always)]
-// The storage position `p` feeds both `indices` and the `value` closure.
 ///
 /// # Safety
 /// `a <= b <= indices.len()`, every `indices[a..b]` is below
 /// `x.len() / width`, and `value(p)` is valid for every `p` in `a..b`.
+#[inline(always)]
+// The storage position `p` feeds both `indices` and the `value` closure.
 #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 unsafe fn gather_lanes<F: Float, V: Fn(usize) -> F, const L: usize, const FUSED: bool>(
     o: &mut [MaybeUninit<F>],
