@@ -56,6 +56,10 @@ struct Args {
     /// with --embeddings, whose file sets the width.
     #[arg(long)]
     embed_dim: Option<usize>,
+    /// Standard deviation of the N(0, std²) initialisation of embeddings
+    /// trained from scratch (1 as torch.nn.Embedding); ignored with --embeddings.
+    #[arg(long, default_value_t = 1.0)]
+    embed_init_std: f64,
     /// Sliding-window width for word co-occurrence edges.
     #[arg(long, default_value_t = 3)]
     window: usize,
@@ -216,7 +220,13 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let emb = match &glove {
             Some((table, _)) => Embedding::from_array(backend, table)?,
-            None => Embedding::new(backend, vocab.len(), embed_dim, &mut rng)?,
+            None => Embedding::with_std(
+                backend,
+                vocab.len(),
+                embed_dim,
+                args.embed_init_std,
+                &mut rng,
+            )?,
         };
         let d = emb.weight.shape().1;
         let h = args.hidden;
@@ -314,6 +324,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "routing": args.routing.to_ascii_lowercase(),
             "hidden": args.hidden,
             "embed_dim": embed_dim,
+            "embed_init_std": args.embed_init_std,
             "window": args.window,
             "test_acc_mean": tm,
             "test_acc_std": ts,

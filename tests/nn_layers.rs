@@ -166,6 +166,39 @@ fn embedding_gathers_rows_and_accumulates_repeated_tokens() {
 }
 
 #[test]
+fn embedding_with_std_scales_the_initialisation_and_rejects_bad_std() {
+    let cpu = C::new();
+    let moments = |std: f64| {
+        let mut rng = StdRng::seed_from_u64(9);
+        let w = Embedding::<C>::with_std(&cpu, 500, 20, std, &mut rng)
+            .unwrap()
+            .weight
+            .to_array();
+        let n = w.len() as f64;
+        let mean = w.sum() / n;
+        let var = w.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+        (mean, var.sqrt())
+    };
+    // 10,000 draws: the sample mean is within 4 standard errors of 0 and the
+    // sample standard deviation within 3 % of the requested one.
+    for std in [1.0, 0.1, 0.01] {
+        let (mean, s) = moments(std);
+        assert!(mean.abs() < 4.0 * std / 100.0, "std {std}: mean {mean}");
+        assert!((s / std - 1.0).abs() < 0.03, "std {std}: sample std {s}");
+    }
+    // `new` is `with_std(.., 1.0, ..)`: same draws from the same seed.
+    let a = Embedding::<C>::new(&cpu, 7, 3, &mut StdRng::seed_from_u64(5)).unwrap();
+    let b = Embedding::<C>::with_std(&cpu, 7, 3, 1.0, &mut StdRng::seed_from_u64(5)).unwrap();
+    assert_eq!(a.weight.to_array(), b.weight.to_array());
+    let mut rng = StdRng::seed_from_u64(1);
+    for bad in [0.0, -0.5, f64::NAN, f64::INFINITY] {
+        let e = Embedding::<C>::with_std(&cpu, 4, 2, bad, &mut rng).unwrap_err();
+        assert!(e.to_string().contains("init std"), "{e}");
+    }
+    assert!(Embedding::<C>::with_std(&cpu, 4, 0, 0.1, &mut rng).is_err());
+}
+
+#[test]
 fn dropout_module_follows_train_eval_mode_and_keeps_expectation() {
     let cpu = C::new();
     let mut d = Dropout::new(0.5).unwrap();

@@ -9,7 +9,7 @@ use crate::backend::Backend;
 use crate::error::{Error, Result};
 
 /// `torch.nn.Embedding`: row `i` of `weight` (`num x dim`, initialised
-/// N(0, 1)) is the vector of token `i`.
+/// N(0, 1) by [`Embedding::new`]) is the vector of token `i`.
 #[derive(Debug, Clone)]
 pub struct Embedding<B: Backend> {
     /// The table, `num x dim`.
@@ -17,15 +17,48 @@ pub struct Embedding<B: Backend> {
 }
 
 impl<B: Backend> Embedding<B> {
-    /// A randomly initialised table.
+    /// A table initialised N(0, 1), as `torch.nn.Embedding`.
     pub fn new<R: Rng + ?Sized>(backend: &B, num: usize, dim: usize, rng: &mut R) -> Result<Self> {
+        Self::with_std(backend, num, dim, 1.0, rng)
+    }
+
+    /// A table initialised N(0, `std`²).
+    ///
+    /// A small `std` (fastText starts near `1/dim`) keeps the vectors of
+    /// rare words, which few steps ever update, from dominating those the
+    /// model has learned.
+    ///
+    /// ```
+    /// use hdgcn::backend::Cpu;
+    /// use hdgcn::nn::Embedding;
+    /// use rand::SeedableRng;
+    /// let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    /// let emb = Embedding::with_std(&Cpu::<f64>::new(), 1000, 16, 0.1, &mut rng)?;
+    /// let w = emb.weight.to_array();
+    /// let rms = (w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64).sqrt();
+    /// assert!((rms - 0.1).abs() < 0.005);
+    /// assert!(Embedding::with_std(&Cpu::<f64>::new(), 10, 4, -1.0, &mut rng).is_err());
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    pub fn with_std<R: Rng + ?Sized>(
+        backend: &B,
+        num: usize,
+        dim: usize,
+        std: f64,
+        rng: &mut R,
+    ) -> Result<Self> {
         if num == 0 || dim == 0 {
             return Err(Error::InvalidConfig(format!(
                 "embedding size must be positive, got {num} x {dim}"
             )));
         }
+        if !(std.is_finite() && std > 0.0) {
+            return Err(Error::InvalidConfig(format!(
+                "embedding init std must be finite and > 0, got {std}"
+            )));
+        }
         Ok(Embedding {
-            weight: init::normal(backend, num, dim, 1.0, rng),
+            weight: init::normal(backend, num, dim, std, rng),
         })
     }
 
