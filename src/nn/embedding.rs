@@ -24,7 +24,7 @@ impl<B: Backend> Embedding<B> {
 
     /// A table initialised N(0, `std`²).
     ///
-    /// A small `std` (fastText starts near `1/dim`) keeps the vectors of
+    /// A small `std` (fastText draws uniformly from ±`1/dim`) keeps the vectors of
     /// rare words, which few steps ever update, from dominating those the
     /// model has learned.
     ///
