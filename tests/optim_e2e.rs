@@ -6,7 +6,7 @@ use hdgcn::autograd::{Gradients, Param, Tape};
 use hdgcn::backend::{Backend, Cpu};
 use hdgcn::optim::{
     AdaBelief, AdaBeliefConfig, Adam, AdamConfig, AdamW, AdamWConfig, CosineAnnealing, LrSchedule,
-    Optimizer, Sgd, SgdConfig, clip_grad_norm,
+    Optimizer, Sgd, SgdConfig, clip_grad_norm, grad_norm,
 };
 use ndarray::Array2;
 use serde_json::Value;
@@ -139,8 +139,19 @@ fn clip_grad_norm_matches_torch() {
         let mut grads = Gradients::default();
         grads.insert(&w, cpu.upload(arr(&c["grads"]["W"]).view()));
         grads.insert(&b, cpu.upload(arr(&c["grads"]["b"]).view()));
-        let norm = clip_grad_norm(&cpu, &mut grads, f(c, "max_norm"));
         let want = f(c, "norm");
+        // Measuring alone gives torch's norm and leaves the gradients as they were.
+        let measured = grad_norm(&cpu, &grads);
+        assert!(
+            (measured - want).abs() <= 1e-12 * want,
+            "{name}: {measured}"
+        );
+        assert_eq!(
+            cpu.download(grads.get(&w).unwrap()),
+            arr(&c["grads"]["W"]),
+            "{name}"
+        );
+        let norm = clip_grad_norm(&cpu, &mut grads, f(c, "max_norm"));
         assert!(
             (norm - want).abs() <= 1e-12 * want,
             "{name}: norm {norm} vs {want}"
@@ -165,6 +176,7 @@ fn clip_grad_norm_matches_torch() {
 fn clip_of_no_gradients_is_zero() {
     let cpu = B::new();
     let mut grads = Gradients::<B>::default();
+    assert_eq!(grad_norm(&cpu, &grads), 0.0);
     assert_eq!(clip_grad_norm(&cpu, &mut grads, 1.0), 0.0);
 }
 

@@ -611,25 +611,44 @@ optimizer_common!(AdaBelief, AdaBeliefConfig, "AdaBelief");
 
 // ----- gradient clipping ------------------------------------------------------------
 
-/// Clips gradients by their total L2 norm, as `torch.nn.utils.clip_grad_norm_`.
+/// The total L2 norm of all gradients together, as `clip_grad_norm_`
+/// measures it (the norm of the per-parameter norms, in parameter order).
 ///
-/// The norm is taken over all gradients together; if
-/// `max_norm / (norm + 1e-6) < 1` every gradient is multiplied by that factor.
-/// Returns the total norm before clipping. A non-finite norm is returned
-/// as is and leaves the gradients unchanged (check it to skip a bad step).
-/// `max_norm` should be positive.
-pub fn clip_grad_norm<B: Backend>(backend: &B, grads: &mut Gradients<B>, max_norm: f64) -> f64 {
+/// ```
+/// use hdgcn::autograd::{Param, Tape};
+/// use hdgcn::backend::Cpu;
+/// use hdgcn::optim::grad_norm;
+/// use ndarray::array;
+///
+/// let cpu = Cpu::<f64>::new();
+/// let w = Param::from_array(&cpu, &array![[1.0, 2.0]]);
+/// let tape = Tape::new(&cpu);
+/// // d/dw of 3 * sum(w) is 3 everywhere: norm sqrt(3² + 3²).
+/// let grads = tape.param(&w).sum_all().scale(3.0).backward()?;
+/// assert!((grad_norm(&cpu, &grads) - 18f64.sqrt()).abs() < 1e-12);
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
+pub fn grad_norm<B: Backend>(backend: &B, grads: &Gradients<B>) -> f64 {
     // Deterministic order; torch takes the norm of the per-tensor norms.
     let mut ids: Vec<ParamId> = grads.by_param.keys().copied().collect();
     ids.sort_unstable();
-    let total = ids
-        .iter()
+    ids.iter()
         .map(|id| {
             let n = backend.sum_squares(&grads.by_param[id]).sqrt();
             n * n
         })
         .sum::<f64>()
-        .sqrt();
+        .sqrt()
+}
+
+/// Clips gradients by their total L2 norm, as `torch.nn.utils.clip_grad_norm_`.
+///
+/// The norm is [`grad_norm`]; if `max_norm / (norm + 1e-6) < 1` every
+/// gradient is multiplied by that factor. Returns the total norm before
+/// clipping. A non-finite norm is returned as is and leaves the gradients
+/// unchanged (check it to skip a bad step). `max_norm` should be positive.
+pub fn clip_grad_norm<B: Backend>(backend: &B, grads: &mut Gradients<B>, max_norm: f64) -> f64 {
+    let total = grad_norm(backend, grads);
     let coef = max_norm / (total + 1e-6);
     if coef < 1.0 {
         for t in grads.tensors_mut() {

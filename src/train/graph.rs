@@ -17,7 +17,7 @@ use crate::float::Float;
 use crate::graph::{Batch, Graph};
 use crate::models::{GraphClassifier, GraphInput, InputLayer};
 use crate::nn::{Features, Module};
-use crate::optim::{AdaBeliefConfig, AdamConfig, Optimizer, clip_grad_norm};
+use crate::optim::{AdaBeliefConfig, AdamConfig, Optimizer, clip_grad_norm, grad_norm};
 
 /// The node inputs of one graph.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,9 +180,8 @@ pub struct GraphTrainReport {
 pub struct EpochRecord {
     /// Mean training loss over the epoch's mini-batches (weighted by graphs).
     pub train_loss: f64,
-    /// Mean total gradient norm (before clipping) over the epoch's steps;
-    /// `NaN` when [`GraphTrainConfig::clip_grad_norm`] is `None` (the norm
-    /// is only computed for clipping).
+    /// Mean total gradient norm ([`crate::optim::grad_norm`], before any
+    /// clipping) over the epoch's steps.
     pub grad_norm: f64,
     /// Validation accuracy after the epoch.
     pub val_acc: f64,
@@ -473,17 +472,16 @@ pub fn train_graph_classifier<B: Backend>(
                 )));
             }
             let mut grads = loss.backward()?;
-            if let Some(max_norm) = cfg.clip_grad_norm {
-                let norm = clip_grad_norm(&backend, &mut grads, max_norm);
-                if !norm.is_finite() {
-                    return Err(Error::Numerical(format!(
-                        "gradient norm became {norm} at epoch {epoch}"
-                    )));
-                }
-                norm_sum += norm;
-            } else {
-                norm_sum = f64::NAN;
+            let norm = match cfg.clip_grad_norm {
+                Some(max_norm) => clip_grad_norm(&backend, &mut grads, max_norm),
+                None => grad_norm(&backend, &grads),
+            };
+            if !norm.is_finite() {
+                return Err(Error::Numerical(format!(
+                    "gradient norm became {norm} at epoch {epoch}"
+                )));
             }
+            norm_sum += norm;
             steps += 1;
             opt.step(&params, &grads)?;
             loss_sum += value * chunk.len() as f64;
