@@ -10,11 +10,14 @@
 //! one JSON object (dataset, model, split, runs, test_acc_mean, test_acc_std,
 //! val_acc_mean, train_step_ms_median, peak_rss_mb, ...).
 
+mod common;
+
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
+use common::{Accuracies, Example, ModelKind, parse_runs};
 use hdgcn::autograd::SparseMatrix;
-use hdgcn::backend::{Backend, Device, WithBackend};
+use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::DeviceGraph;
 use hdgcn::data::{Planetoid, data_root, geom_gcn_dir, geom_gcn_split, planetoid_dir};
@@ -22,7 +25,7 @@ use hdgcn::graph::Graph;
 use hdgcn::models::NodeClassifier;
 use hdgcn::nn::Features;
 use hdgcn::train::{NodeTask, NodeTrainConfig, evaluate_nodes, train_node_classifier};
-use hdgcn::util::{mean_std, median, peak_rss_mb};
+use hdgcn::util::{median, peak_rss_mb};
 use rand::SeedableRng;
 
 #[derive(Parser, Debug)]
@@ -32,16 +35,16 @@ struct Args {
     #[arg(long, default_value = "cora")]
     dataset: String,
     /// gcn | cheb | hdgcn | hdgcn-static
-    #[arg(long, default_value = "gcn")]
-    model: String,
+    #[arg(long, value_enum, ignore_case = true, default_value = "gcn")]
+    model: ModelKind,
     /// Chebyshev terms (cheb: default 3) or order K (hdgcn*: even, default 6).
     #[arg(long)]
     k: Option<usize>,
     /// public | full (geom-gcn 60/20/20 splits; run r uses split r mod 10)
-    #[arg(long, default_value = "public")]
-    split: String,
+    #[arg(long, value_enum, ignore_case = true, default_value = "public")]
+    split: Split,
     /// Independent runs (seeds seed, seed+1, ...).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = parse_runs)]
     runs: usize,
     /// Training epochs per run [default: 200 on the public split; 1000 on the
     /// full split, the GCNII full-supervised protocol].
@@ -85,7 +88,7 @@ struct Args {
     /// cpu | wgpu (the wgpu backend needs `--features wgpu`; the adapter is
     /// chosen by WGPU_BACKEND / WGPU_ADAPTER_NAME).
     #[arg(long, default_value = "cpu")]
-    device: String,
+    device: Device,
     /// Print one JSON summary as the last stdout line.
     #[arg(long)]
     json: bool,
@@ -94,63 +97,33 @@ struct Args {
     quiet: bool,
 }
 
+/// `--split`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Split {
+    /// The Planetoid split (20 labels per class, 500 validation, 1000 test).
+    Public,
+    /// The geom-gcn 60/20/20 splits.
+    Full,
+}
+
 fn main() {
-    let args = Args::parse();
-    let result = args
-        .device
-        .parse::<Device>()
-        .and_then(|device| {
-            device.run(Job {
-                args: &args,
-                device,
-            })
-        })
-        .and_then(|r| r);
-    if let Err(e) = result {
-        eprintln!("error: {e}");
-        std::process::exit(1);
+    common::main::<Args>();
+}
+
+impl Example for Args {
+    fn device(&self) -> Device {
+        self.device
     }
-}
-
-/// The whole run, generic over the backend `--device` picks.
-struct Job<'a> {
-    args: &'a Args,
-    device: Device,
-}
-
-impl WithBackend for Job<'_> {
-    type Output = hdgcn::Result<()>;
-    fn run<B: Backend<Elem = f32>>(self, backend: B) -> hdgcn::Result<()> {
-        run(self.args, &backend, self.device)
+    fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<()> {
+        run(self, backend, device)
     }
 }
 
 fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgcn::Result<()> {
-    let model_kind = args.model.to_ascii_lowercase();
-    if !matches!(
-        model_kind.as_str(),
-        "gcn" | "cheb" | "hdgcn" | "hdgcn-static"
-    ) {
-        return Err(hdgcn::Error::InvalidConfig(format!(
-            "unknown --model '{}' (gcn | cheb | hdgcn | hdgcn-static)",
-            args.model
-        )));
-    }
-    let hd = model_kind.starts_with("hdgcn");
+    let model_kind = args.model;
+    let hd = matches!(model_kind, ModelKind::Hdgcn | ModelKind::HdgcnStatic);
     let k = args.k.unwrap_or(if hd { 6 } else { 3 });
     let hidden = args.hidden.unwrap_or(if hd { 64 } else { 16 });
-    let split_kind = args.split.to_ascii_lowercase();
-    if !matches!(split_kind.as_str(), "public" | "full") {
-        return Err(hdgcn::Error::InvalidConfig(format!(
-            "unknown --split '{}' (public | full)",
-            args.split
-        )));
-    }
-    if args.runs == 0 {
-        return Err(hdgcn::Error::InvalidConfig(
-            "--runs must be at least 1".into(),
-        ));
-    }
     let root = data_root(args.data_dir.as_deref());
     let data = Planetoid::load(&planetoid_dir(&root), &args.dataset)?;
     let graph = Graph::from_edges(data.num_nodes(), &data.edges)?;
@@ -167,24 +140,26 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         num_classes: data.num_classes,
         split: data.public_split.clone(),
     };
-    let full = split_kind == "full";
+    let full = args.split == Split::Full;
     let epochs = args.epochs.unwrap_or(if full { 1000 } else { 200 });
     let patience = args.patience.or(if full { Some(100) } else { None });
-    let (mut test, mut val, mut steps) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut acc, mut steps) = (Accuracies::default(), Vec::new());
     for r in 0..args.runs {
         let seed = args.seed + r as u64;
-        if split_kind == "full" {
+        if full {
             task.split = geom_gcn_split(&geom_gcn_dir(&root), &data.name, r % 10)?;
         }
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let (d, h, c) = (data.num_features(), hidden, data.num_classes);
-        let mut model = match model_kind.as_str() {
-            "gcn" => NodeClassifier::gcn(backend, d, h, c, args.dropout, &mut rng)?,
-            "cheb" => NodeClassifier::cheb(backend, d, h, c, k, args.dropout, &mut rng)?,
-            "hdgcn" => {
+        let mut model = match model_kind {
+            ModelKind::Gcn => NodeClassifier::gcn(backend, d, h, c, args.dropout, &mut rng)?,
+            ModelKind::Cheb => NodeClassifier::cheb(backend, d, h, c, k, args.dropout, &mut rng)?,
+            ModelKind::Hdgcn => {
                 NodeClassifier::hdgcn(backend, d, h, c, k, args.supernodes, args.dropout, &mut rng)?
             }
-            _ => NodeClassifier::hdgcn_static(backend, d, h, c, k, args.dropout, &mut rng)?,
+            ModelKind::HdgcnStatic => {
+                NodeClassifier::hdgcn_static(backend, d, h, c, k, args.dropout, &mut rng)?
+            }
         };
         let cfg = NodeTrainConfig {
             epochs,
@@ -199,14 +174,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             load_checkpoint(&model, path)?;
             let (va, _) = evaluate_nodes(&mut model, &task, &task.split.val)?;
             let (te, _) = evaluate_nodes(&mut model, &task, &task.split.test)?;
-            eprintln!(
-                "loaded {}: val {:.2}  test {:.2}",
-                path.display(),
-                100.0 * va,
-                100.0 * te
-            );
-            test.push(100.0 * te);
-            val.push(100.0 * va);
+            acc.push_loaded(path, va, te);
             continue;
         }
         let rep = train_node_classifier(&mut model, &task, &cfg)?;
@@ -223,33 +191,35 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                 median(&rep.step_ms)
             );
         }
-        test.push(100.0 * rep.test_acc);
-        val.push(100.0 * rep.val_acc);
+        acc.push(rep.val_acc, rep.test_acc);
         steps.extend(rep.step_ms);
     }
-    let (tm, ts) = mean_std(&test);
-    let (vm, _) = mean_std(&val);
+    let (tm, ts, vm) = acc.summary();
+    let split_kind = if full { "full" } else { "public" };
     let step = median(&steps);
     let rss = peak_rss_mb().unwrap_or(f64::NAN);
     println!(
         "{} {} ({} split, {} runs): test accuracy {tm:.2} ± {ts:.2} %, val {vm:.2} %, \
          train step median {step:.3} ms, peak RSS {rss:.0} MiB",
-        data.name, model_kind, split_kind, args.runs
+        data.name,
+        model_kind.as_str(),
+        split_kind,
+        args.runs
     );
     if args.json {
         let j = serde_json::json!({
             "dataset": data.name,
-            "model": model_kind,
+            "model": model_kind.as_str(),
             "split": split_kind,
             "runs": args.runs,
-            "k": if model_kind == "gcn" { None } else { Some(k) },
+            "k": if model_kind == ModelKind::Gcn { None } else { Some(k) },
             "hidden": hidden,
             "epochs": epochs,
             "patience": patience,
             "test_acc_mean": tm,
             "test_acc_std": ts,
             "val_acc_mean": vm,
-            "test_accs": test,
+            "test_accs": acc.test,
             "train_step_ms_median": step,
             "peak_rss_mb": rss,
             "device": device.as_str(),

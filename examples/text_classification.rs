@@ -12,11 +12,14 @@
 //! JSON object (dataset, model, runs, test_acc_mean, test_acc_std,
 //! val_acc_mean, epoch_s_median, peak_rss_mb, ...), accuracies in percent.
 
+mod common;
+
 use std::path::PathBuf;
 
 use clap::Parser;
+use common::{Accuracies, Example, ModelKind, parse_runs};
 use hdgcn::attention::{MvcAttnConfig, Routing};
-use hdgcn::backend::{Backend, Device, WithBackend};
+use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
 use hdgcn::data::data_root;
@@ -28,7 +31,7 @@ use hdgcn::train::{
     GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, evaluate_graphs,
     train_graph_classifier,
 };
-use hdgcn::util::{mean_std, median, peak_rss_mb};
+use hdgcn::util::{median, peak_rss_mb};
 use rand::SeedableRng;
 
 #[derive(Parser, Debug)]
@@ -38,8 +41,8 @@ struct Args {
     #[arg(long, default_value = "r8")]
     dataset: String,
     /// hdgcn | hdgcn-static | gcn | cheb
-    #[arg(long, default_value = "hdgcn")]
-    model: String,
+    #[arg(long, value_enum, ignore_case = true, default_value = "hdgcn")]
+    model: ModelKind,
     /// Chebyshev order K (hdgcn*: even, default 6; cheb: terms, default 3).
     #[arg(long)]
     k: Option<usize>,
@@ -48,7 +51,7 @@ struct Args {
     supernodes: usize,
     /// MVCAttn routing of the dynamic HDGCN: attention | votes (math.md §4).
     #[arg(long, default_value = "attention")]
-    routing: String,
+    routing: Routing,
     /// Hidden width.
     #[arg(long, default_value_t = 64)]
     hidden: usize,
@@ -77,7 +80,7 @@ struct Args {
     lr: f64,
     /// adabelief | adam
     #[arg(long, default_value = "adabelief")]
-    optimizer: String,
+    optimizer: GraphOptimizer,
     /// Clip each step's gradients to this total L2 norm (default: no clipping).
     #[arg(long)]
     clip: Option<f64>,
@@ -94,7 +97,7 @@ struct Args {
     #[arg(long)]
     embeddings: Option<PathBuf>,
     /// Independent runs (seeds seed, seed+1, ...).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = parse_runs)]
     runs: usize,
     /// Base seed.
     #[arg(long, default_value_t = 0)]
@@ -112,7 +115,7 @@ struct Args {
     /// cpu | wgpu (the wgpu backend needs `--features wgpu`; the adapter is
     /// chosen by WGPU_BACKEND / WGPU_ADAPTER_NAME).
     #[arg(long, default_value = "cpu")]
-    device: String,
+    device: Device,
     /// Print one JSON summary as the last stdout line.
     #[arg(long)]
     json: bool,
@@ -122,70 +125,20 @@ struct Args {
 }
 
 fn main() {
-    let args = Args::parse();
-    let result = args
-        .device
-        .parse::<Device>()
-        .and_then(|device| {
-            device.run(Job {
-                args: &args,
-                device,
-            })
-        })
-        .and_then(|r| r);
-    if let Err(e) = result {
-        eprintln!("error: {e}");
-        std::process::exit(1);
+    common::main::<Args>();
+}
+
+impl Example for Args {
+    fn device(&self) -> Device {
+        self.device
     }
-}
-
-/// The whole run, generic over the backend `--device` picks.
-struct Job<'a> {
-    args: &'a Args,
-    device: Device,
-}
-
-impl WithBackend for Job<'_> {
-    type Output = hdgcn::Result<()>;
-    fn run<B: Backend<Elem = f32>>(self, backend: B) -> hdgcn::Result<()> {
-        run(self.args, &backend, self.device)
+    fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<()> {
+        run(self, backend, device)
     }
 }
 
 fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgcn::Result<()> {
-    let model_kind = args.model.to_ascii_lowercase();
-    if !matches!(
-        model_kind.as_str(),
-        "hdgcn" | "hdgcn-static" | "gcn" | "cheb"
-    ) {
-        return Err(hdgcn::Error::InvalidConfig(format!(
-            "unknown --model '{}' (hdgcn | hdgcn-static | gcn | cheb)",
-            args.model
-        )));
-    }
-    let optimizer = match args.optimizer.to_ascii_lowercase().as_str() {
-        "adabelief" => GraphOptimizer::AdaBelief,
-        "adam" => GraphOptimizer::Adam,
-        other => {
-            return Err(hdgcn::Error::InvalidConfig(format!(
-                "unknown --optimizer '{other}' (adabelief | adam)"
-            )));
-        }
-    };
-    let routing = match args.routing.to_ascii_lowercase().as_str() {
-        "attention" => Routing::Attention,
-        "votes" => Routing::Votes,
-        other => {
-            return Err(hdgcn::Error::InvalidConfig(format!(
-                "unknown --routing '{other}' (attention | votes)"
-            )));
-        }
-    };
-    if args.runs == 0 {
-        return Err(hdgcn::Error::InvalidConfig(
-            "--runs must be at least 1".into(),
-        ));
-    }
+    let model_kind = args.model;
     let root = data_root(args.data_dir.as_deref());
     let corpus = TextCorpus::load(&text_gcn_dir(&root), &args.dataset)?;
     let train_all = corpus.train_indices();
@@ -206,12 +159,14 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
     if let Some((_, found)) = &glove {
         eprintln!("GloVe: {found} of {} vocabulary words found", vocab.len());
     }
-    let k = args.k.unwrap_or(if model_kind == "cheb" { 3 } else { 6 });
+    let k = args
+        .k
+        .unwrap_or(if model_kind == ModelKind::Cheb { 3 } else { 6 });
     let embed_dim = match &glove {
         Some((table, _)) => table.ncols(),
         None => args.embed_dim.unwrap_or(args.hidden),
     };
-    let (mut test, mut val, mut epochs) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut acc, mut epochs) = (Accuracies::default(), Vec::new());
     for r in 0..args.runs {
         let seed = args.seed + r as u64;
         let (train_idx, val_idx) = validation_split(&train_all, 0.1, seed)?;
@@ -230,17 +185,17 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         };
         let d = emb.weight.shape().1;
         let h = args.hidden;
-        let conv: Box<dyn GraphConv<B>> = match model_kind.as_str() {
-            "gcn" => Box::new(GcnConv::new(backend, d, h, &mut rng)?),
-            "cheb" => Box::new(ChebConvConfig::new(d, h, k).build(backend, &mut rng)?),
-            "hdgcn" => {
+        let conv: Box<dyn GraphConv<B>> = match model_kind {
+            ModelKind::Gcn => Box::new(GcnConv::new(backend, d, h, &mut rng)?),
+            ModelKind::Cheb => Box::new(ChebConvConfig::new(d, h, k).build(backend, &mut rng)?),
+            ModelKind::Hdgcn => {
                 let cfg = HdChebConfig::in_model(d, h, k, args.dropout);
                 let mut attn = MvcAttnConfig::new(h);
                 attn.supernodes = args.supernodes;
-                attn.routing = routing;
+                attn.routing = args.routing;
                 Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
             }
-            _ => {
+            ModelKind::HdgcnStatic => {
                 let cfg = HdChebConfig::in_model(d, h, k, args.dropout);
                 Box::new(cfg.build_static(backend, &mut rng)?)
             }
@@ -260,7 +215,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             batch_size: args.batch_size,
             lr: args.lr,
             weight_decay: args.weight_decay,
-            optimizer,
+            optimizer: args.optimizer,
             patience: Some(args.patience),
             clip_grad_norm: args.clip,
             seed,
@@ -270,14 +225,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             load_checkpoint(&model, path)?;
             let (v, _) = evaluate_graphs(&mut model, &va, args.batch_size)?;
             let (t, _) = evaluate_graphs(&mut model, &te, args.batch_size)?;
-            eprintln!(
-                "loaded {}: val {:.2}  test {:.2}",
-                path.display(),
-                100.0 * v,
-                100.0 * t
-            );
-            test.push(100.0 * t);
-            val.push(100.0 * v);
+            acc.push_loaded(path, v, t);
             continue;
         }
         let rep = train_graph_classifier(&mut model, &tr, &va, &te, &cfg)?;
@@ -303,25 +251,25 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                 median(&rep.epoch_secs)
             );
         }
-        test.push(100.0 * rep.test_acc);
-        val.push(100.0 * rep.val_acc);
+        acc.push(rep.val_acc, rep.test_acc);
         epochs.extend(rep.epoch_secs);
     }
-    let (tm, ts) = mean_std(&test);
-    let (vm, _) = mean_std(&val);
+    let (tm, ts, vm) = acc.summary();
     let ep = median(&epochs);
     let rss = peak_rss_mb().unwrap_or(f64::NAN);
     println!(
-        "{} {model_kind} ({} runs): test accuracy {tm:.2} ± {ts:.2} %, val {vm:.2} %, epoch median {ep:.2} s, peak RSS {rss:.0} MiB",
-        corpus.name, args.runs
+        "{} {} ({} runs): test accuracy {tm:.2} ± {ts:.2} %, val {vm:.2} %, epoch median {ep:.2} s, peak RSS {rss:.0} MiB",
+        corpus.name,
+        model_kind.as_str(),
+        args.runs
     );
     if args.json {
         let j = serde_json::json!({
             "dataset": corpus.name,
-            "model": model_kind,
+            "model": model_kind.as_str(),
             "runs": args.runs,
             "k": k,
-            "routing": args.routing.to_ascii_lowercase(),
+            "routing": args.routing.as_str(),
             "hidden": args.hidden,
             "embed_dim": embed_dim,
             "embed_init_std": args.embed_init_std,
@@ -329,7 +277,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "test_acc_mean": tm,
             "test_acc_std": ts,
             "val_acc_mean": vm,
-            "test_accs": test,
+            "test_accs": acc.test,
             "epoch_s_median": ep,
             "peak_rss_mb": rss,
             "device": device.as_str(),

@@ -35,6 +35,47 @@ pub enum Routing {
     Votes,
 }
 
+impl Routing {
+    /// The name [`Routing::from_str`](std::str::FromStr) reads back:
+    /// `"attention"` or `"votes"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Routing::Attention => "attention",
+            Routing::Votes => "votes",
+        }
+    }
+}
+
+impl std::str::FromStr for Routing {
+    type Err = Error;
+
+    /// Parses `"attention"` or `"votes"` (any case).
+    ///
+    /// ```
+    /// use hdgcn::attention::Routing;
+    ///
+    /// assert_eq!("Votes".parse::<Routing>()?, Routing::Votes);
+    /// assert_eq!(Routing::Attention.as_str().parse::<Routing>()?, Routing::Attention);
+    /// assert!("vote".parse::<Routing>().unwrap_err().to_string().contains("'vote'"));
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "attention" => Ok(Routing::Attention),
+            "votes" => Ok(Routing::Votes),
+            _ => Err(Error::InvalidConfig(format!(
+                "unknown routing '{s}' (attention | votes)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Routing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Hyper-parameters of [`MvcAttn`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct MvcAttnConfig {

@@ -111,6 +111,47 @@ pub enum GraphOptimizer {
     AdaBelief,
 }
 
+impl GraphOptimizer {
+    /// The name [`GraphOptimizer::from_str`](std::str::FromStr) reads
+    /// back: `"adam"` or `"adabelief"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GraphOptimizer::Adam => "adam",
+            GraphOptimizer::AdaBelief => "adabelief",
+        }
+    }
+}
+
+impl std::str::FromStr for GraphOptimizer {
+    type Err = Error;
+
+    /// Parses `"adam"` or `"adabelief"` (any case).
+    ///
+    /// ```
+    /// use hdgcn::train::GraphOptimizer;
+    ///
+    /// assert_eq!("AdaBelief".parse::<GraphOptimizer>()?, GraphOptimizer::AdaBelief);
+    /// assert_eq!(GraphOptimizer::Adam.as_str().parse::<GraphOptimizer>()?, GraphOptimizer::Adam);
+    /// assert!("sgd".parse::<GraphOptimizer>().unwrap_err().to_string().contains("'sgd'"));
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "adam" => Ok(GraphOptimizer::Adam),
+            "adabelief" => Ok(GraphOptimizer::AdaBelief),
+            _ => Err(Error::InvalidConfig(format!(
+                "unknown optimizer '{s}' (adabelief | adam)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for GraphOptimizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Hyper-parameters of [`train_graph_classifier`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct GraphTrainConfig {

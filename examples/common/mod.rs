@@ -1,0 +1,119 @@
+//! What the training examples (`planetoid`, `text_classification`) share:
+//! running on the backend `--device` picks, the `--model` names, `--runs`
+//! validation and the accuracy summary of the runs.
+//!
+//! Not an example itself: cargo builds only `examples/*.rs` and
+//! `examples/*/main.rs`; each example includes this file with `mod common;`.
+
+use std::path::Path;
+
+use clap::{Parser, ValueEnum};
+use hdgcn::backend::{Backend, Device, WithBackend};
+use hdgcn::util::mean_std;
+
+/// An example's parsed arguments, which know how to run on any backend.
+pub trait Example: Parser {
+    /// The `--device` flag.
+    fn device(&self) -> Device;
+    /// The whole example on `backend`.
+    fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<()>;
+}
+
+/// Parses the arguments, runs the example on the chosen device, and exits
+/// with status 1 after printing the error, if any.
+pub fn main<A: Example>() {
+    let args = A::parse();
+    let device = args.device();
+    if let Err(e) = device
+        .run(Job {
+            args: &args,
+            device,
+        })
+        .and_then(|r| r)
+    {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// [`Example::run`] as a [`WithBackend`] task.
+struct Job<'a, A> {
+    args: &'a A,
+    device: Device,
+}
+
+impl<A: Example> WithBackend for Job<'_, A> {
+    type Output = hdgcn::Result<()>;
+    fn run<B: Backend<Elem = f32>>(self, backend: B) -> hdgcn::Result<()> {
+        self.args.run(&backend, self.device)
+    }
+}
+
+/// The `--model` of the training examples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModelKind {
+    /// Kipf & Welling's GCN.
+    Gcn,
+    /// ChebNet (`ChebConv`).
+    Cheb,
+    /// HD-ChebConv with the MVCAttn transition.
+    Hdgcn,
+    /// HD-ChebConv with the static `Â²` transition.
+    HdgcnStatic,
+}
+
+impl ModelKind {
+    /// The flag value, as the JSON summaries report it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelKind::Gcn => "gcn",
+            ModelKind::Cheb => "cheb",
+            ModelKind::Hdgcn => "hdgcn",
+            ModelKind::HdgcnStatic => "hdgcn-static",
+        }
+    }
+}
+
+/// `--runs`: a count of at least 1.
+pub fn parse_runs(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Validation and test accuracies of the runs, in percent.
+#[derive(Debug, Default)]
+pub struct Accuracies {
+    /// Validation accuracy of each run.
+    pub val: Vec<f64>,
+    /// Test accuracy of each run.
+    pub test: Vec<f64>,
+}
+
+impl Accuracies {
+    /// Records one run's accuracies, given as fractions.
+    pub fn push(&mut self, val: f64, test: f64) {
+        self.val.push(100.0 * val);
+        self.test.push(100.0 * test);
+    }
+
+    /// Records the accuracies of a loaded checkpoint and says what they were.
+    pub fn push_loaded(&mut self, path: &Path, val: f64, test: f64) {
+        eprintln!(
+            "loaded {}: val {:.2}  test {:.2}",
+            path.display(),
+            100.0 * val,
+            100.0 * test
+        );
+        self.push(val, test);
+    }
+
+    /// `(test mean, test std, validation mean)`.
+    pub fn summary(&self) -> (f64, f64, f64) {
+        let (tm, ts) = mean_std(&self.test);
+        let (vm, _) = mean_std(&self.val);
+        (tm, ts, vm)
+    }
+}
