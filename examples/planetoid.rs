@@ -16,14 +16,15 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 use common::{Accuracies, Example, ModelKind, parse_runs};
+use hdgcn::attention::{MvcAttnConfig, Routing};
 use hdgcn::autograd::SparseMatrix;
 use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
-use hdgcn::conv::DeviceGraph;
+use hdgcn::conv::{DeviceGraph, HdChebConfig};
 use hdgcn::data::{Planetoid, data_root, geom_gcn_dir, geom_gcn_split, planetoid_dir};
 use hdgcn::graph::Graph;
 use hdgcn::models::NodeClassifier;
-use hdgcn::nn::Features;
+use hdgcn::nn::{Activation, Features};
 use hdgcn::train::{NodeTask, NodeTrainConfig, evaluate_nodes, train_node_classifier};
 use hdgcn::util::{median, peak_rss_mb};
 use rand::SeedableRng;
@@ -76,6 +77,9 @@ struct Args {
     /// Supernodes M of MVCAttn (hdgcn).
     #[arg(long, default_value_t = 10)]
     supernodes: usize,
+    /// MVCAttn routing of the dynamic HDGCN: attention | votes (math.md §4).
+    #[arg(long, default_value = "attention")]
+    routing: Routing,
     /// Base seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -155,7 +159,13 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             ModelKind::Gcn => NodeClassifier::gcn(backend, d, h, c, args.dropout, &mut rng)?,
             ModelKind::Cheb => NodeClassifier::cheb(backend, d, h, c, k, args.dropout, &mut rng)?,
             ModelKind::Hdgcn => {
-                NodeClassifier::hdgcn(backend, d, h, c, k, args.supernodes, args.dropout, &mut rng)?
+                let mut attn = MvcAttnConfig::new(h);
+                attn.supernodes = args.supernodes;
+                attn.routing = args.routing;
+                let conv = HdChebConfig::in_model(d, h, k, args.dropout)
+                    .build_dynamic(backend, &mut rng, &attn)?;
+                NodeClassifier::new(vec![Box::new(conv)], args.dropout, Activation::Relu)?
+                    .with_head(backend, c, &mut rng)?
             }
             ModelKind::HdgcnStatic => {
                 NodeClassifier::hdgcn_static(backend, d, h, c, k, args.dropout, &mut rng)?
@@ -214,6 +224,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "runs": args.runs,
             "k": if model_kind == ModelKind::Gcn { None } else { Some(k) },
             "hidden": hidden,
+            "supernodes": (model_kind == ModelKind::Hdgcn).then_some(args.supernodes),
+            "routing": (model_kind == ModelKind::Hdgcn).then_some(args.routing.as_str()),
             "epochs": epochs,
             "patience": patience,
             "test_acc_mean": tm,
