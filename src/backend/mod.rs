@@ -252,6 +252,13 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     fn sum_axis(&self, x: &Self::Tensor, axis: Axis) -> Self::Tensor;
     /// Sum of squares of all entries (read back to the host).
     fn sum_squares(&self, x: &Self::Tensor) -> f64;
+    /// [`Backend::sum_squares`] of each tensor, in order. The default calls
+    /// it once per tensor; a device backend overrides it to read all the
+    /// results back in one transfer (the gradient norm of every step needs
+    /// one per parameter).
+    fn sum_squares_many(&self, xs: &[&Self::Tensor]) -> Vec<f64> {
+        xs.iter().map(|x| self.sum_squares(x)).collect()
+    }
 
     // ----- normalisation and attention --------------------------------------
 

@@ -630,11 +630,15 @@ optimizer_common!(AdaBelief, AdaBeliefConfig, "AdaBelief");
 /// ```
 pub fn grad_norm<B: Backend>(backend: &B, grads: &Gradients<B>) -> f64 {
     // Deterministic order; torch takes the norm of the per-tensor norms.
+    // One read-back for all parameters (`sum_squares_many`).
     let mut ids: Vec<ParamId> = grads.by_param.keys().copied().collect();
     ids.sort_unstable();
-    ids.iter()
-        .map(|id| {
-            let n = backend.sum_squares(&grads.by_param[id]).sqrt();
+    let tensors: Vec<&B::Tensor> = ids.iter().map(|id| &grads.by_param[id]).collect();
+    backend
+        .sum_squares_many(&tensors)
+        .into_iter()
+        .map(|ss| {
+            let n = ss.sqrt();
             n * n
         })
         .sum::<f64>()

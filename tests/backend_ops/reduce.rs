@@ -13,6 +13,7 @@ backend_tests!(
     sum_over_rows_of_a_tall_tensor,
     sum_over_cols_of_a_wide_tensor,
     sum_squares_matches_f64,
+    sum_squares_many_matches_each,
     softmax_both_axes_and_log,
     softmax_is_stable_for_large_logits,
     softmax_along_rows_of_a_tall_tensor,
@@ -138,6 +139,30 @@ fn sum_squares_matches_f64<B: Backend<Elem = f32>>(b: &B) {
         (got - want).abs() <= 1e-5 * want,
         "3000x3000: sum_squares {got}, expected {want}"
     );
+}
+
+fn sum_squares_many_matches_each<B: Backend<Elem = f32>>(b: &B) {
+    // Odd byte counts between even ones, an empty tensor in the middle and
+    // one needing several device passes: every result lands in its place.
+    let xs: Vec<Array2<f64>> = [(3, 5), (1, 1), (0, 4), (37, 13), (2_000, 1_500), (2, 1)]
+        .iter()
+        .enumerate()
+        .map(|(s, &(rows, cols))| r32(&rand_array(rows, cols, 900 + s as u64, -3.0, 3.0)))
+        .collect();
+    let ts: Vec<B::Tensor> = xs.iter().map(|x| up(b, x)).collect();
+    let refs: Vec<&B::Tensor> = ts.iter().collect();
+    let got = b.sum_squares_many(&refs);
+    assert_eq!(got.len(), xs.len());
+    for ((x, t), g) in xs.iter().zip(&ts).zip(&got) {
+        let want: f64 = x.iter().map(|v| v * v).sum();
+        assert!(
+            (g - want).abs() <= 1e-5 * want.abs(),
+            "{:?}: sum_squares_many {g}, expected {want}",
+            x.dim()
+        );
+        assert_eq!(*g, b.sum_squares(t), "{:?}: same as one at a time", x.dim());
+    }
+    assert!(b.sum_squares_many(&[]).is_empty());
 }
 
 fn softmax_both_axes_and_log<B: Backend<Elem = f32>>(b: &B) {

@@ -376,13 +376,24 @@ impl Context {
 
     /// Copies the first `bytes` bytes of `src` back to the host (submits and waits).
     pub(crate) fn read(&self, src: &Buf, bytes: u64) -> Vec<u8> {
-        if bytes == 0 {
-            return Vec::new();
+        self.read_many(&[(src, bytes)]).pop().expect("one read")
+    }
+
+    /// The first `bytes` of each buffer, read back with one submission and
+    /// one map (each copy starts at a 4-byte aligned offset of a shared
+    /// staging buffer).
+    pub(crate) fn read_many(&self, srcs: &[(&Buf, u64)]) -> Vec<Vec<u8>> {
+        let sizes: Vec<u64> = srcs
+            .iter()
+            .map(|&(_, bytes)| bytes.div_ceil(4) * 4)
+            .collect();
+        let total: u64 = sizes.iter().sum();
+        if total == 0 {
+            return vec![Vec::new(); srcs.len()];
         }
-        let size = bytes.div_ceil(4) * 4;
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("hdgcn readback"),
-            size,
+            size: total,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
@@ -392,7 +403,13 @@ impl Context {
                 self.device
                     .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
             });
-            enc.copy_buffer_to_buffer(src.raw(), 0, &staging, 0, size);
+            let mut offset = 0;
+            for (&(src, _), &size) in srcs.iter().zip(&sizes) {
+                if size > 0 {
+                    enc.copy_buffer_to_buffer(src.raw(), 0, &staging, offset, size);
+                }
+                offset += size;
+            }
             self.submit_locked(&mut rec);
         }
         let slice = staging.slice(..);
@@ -409,7 +426,12 @@ impl Context {
         let view = slice
             .get_mapped_range()
             .unwrap_or_else(|e| panic!("wgpu: cannot read the readback buffer: {e}"));
-        let out = view[..bytes as usize].to_vec();
+        let mut out = Vec::with_capacity(srcs.len());
+        let mut offset = 0;
+        for (&(_, bytes), &size) in srcs.iter().zip(&sizes) {
+            out.push(view[offset as usize..(offset + bytes) as usize].to_vec());
+            offset += size;
+        }
         drop(view);
         staging.unmap();
         out

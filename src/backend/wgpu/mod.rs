@@ -323,6 +323,10 @@ impl Backend for Wgpu {
         reduce::sum_squares(self, x)
     }
 
+    fn sum_squares_many(&self, xs: &[&WgpuTensor]) -> Vec<f64> {
+        reduce::sum_squares_many(self, xs)
+    }
+
     fn softmax(&self, x: &WgpuTensor, axis: Axis, log: bool) -> WgpuTensor {
         reduce::softmax(self, x, axis, log)
     }

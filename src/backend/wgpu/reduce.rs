@@ -15,6 +15,7 @@
 //! whole workgroup for wide rows) reduces its statistics in workgroup memory
 //! and writes the result in the same kernel.
 
+use super::context::Buf;
 use super::{Kernel, Wgpu, WgpuIndex, WgpuTensor, elementwise, f, u};
 use crate::backend::Axis;
 
@@ -203,16 +204,42 @@ pub(super) fn sum_axis(b: &Wgpu, x: &WgpuTensor, axis: Axis) -> WgpuTensor {
 /// Sum of squares of all entries: reduced on the device to at most
 /// [`HOST_PARTIALS`] partials, which are added in `f64` on the host.
 pub(super) fn sum_squares(b: &Wgpu, x: &WgpuTensor) -> f64 {
-    if x.len() == 0 {
-        return 0.0;
-    }
-    let (mut cur, mut chunks) = pass(b, &flat(x), None, Axis::Cols, Mode::SumSq, 1.0);
-    while chunks > HOST_PARTIALS {
-        (cur, chunks) = pass(b, &cur, None, Axis::Cols, Mode::Sum, 1.0);
-    }
-    let bytes = b.ctx.read(&cur.buf, cur.bytes());
-    let partials: Vec<f32> = bytemuck::pod_collect_to_vec(&bytes);
-    partials.iter().map(|&v| f64::from(v)).sum()
+    sum_squares_many(b, &[x])[0]
+}
+
+/// [`sum_squares`] of several tensors: every tensor is reduced on the
+/// device, then all the partials come back in one read.
+pub(super) fn sum_squares_many(b: &Wgpu, xs: &[&WgpuTensor]) -> Vec<f64> {
+    let partials: Vec<Option<WgpuTensor>> = xs
+        .iter()
+        .map(|x| {
+            if x.len() == 0 {
+                return None;
+            }
+            let (mut cur, mut chunks) = pass(b, &flat(x), None, Axis::Cols, Mode::SumSq, 1.0);
+            while chunks > HOST_PARTIALS {
+                (cur, chunks) = pass(b, &cur, None, Axis::Cols, Mode::Sum, 1.0);
+            }
+            Some(cur)
+        })
+        .collect();
+    let reads: Vec<(&Buf, u64)> = partials
+        .iter()
+        .flatten()
+        .map(|t| (&*t.buf, t.bytes()))
+        .collect();
+    let mut bytes = b.ctx.read_many(&reads).into_iter();
+    partials
+        .iter()
+        .map(|t| match t {
+            None => 0.0,
+            Some(_) => {
+                let v: Vec<f32> =
+                    bytemuck::pod_collect_to_vec(&bytes.next().expect("one read each"));
+                v.iter().map(|&p| f64::from(p)).sum()
+            }
+        })
+        .collect()
 }
 
 /// Softmax (`log`: log-softmax) along `axis`: one fused kernel per row for
