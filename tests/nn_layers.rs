@@ -3,7 +3,7 @@
 
 use hdgcn::autograd::gradcheck::check_params;
 use hdgcn::autograd::{Index, Param, Tape};
-use hdgcn::backend::Cpu;
+use hdgcn::backend::{Backend, Cpu};
 use hdgcn::nn::{Activation, Dropout, Embedding, Features, LayerNorm, Linear, Mlp, Module};
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -24,6 +24,24 @@ fn loss(
         .mul(&t.constant(w.clone()))?
         .sum_all()
         .add(&y.square().mean_all())
+}
+
+#[test]
+fn linear_on_no_rows_gives_no_rows_and_zero_gradients() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let cpu = C::new();
+    let lin = Linear::new(&cpu, 3, 2, true, &mut rng).unwrap();
+    let t = Tape::new(&cpu);
+    let y = lin
+        .forward(&Features::Dense(t.constant(Array2::zeros((0, 3)))))
+        .unwrap();
+    assert_eq!(y.shape(), (0, 2));
+    let grads = y.sum_all().backward().unwrap();
+    for (name, p) in lin.named_params() {
+        let g = cpu.download(grads.get(&p).unwrap());
+        assert_eq!(g.dim(), p.shape(), "{name}");
+        assert!(g.iter().all(|&v| v == 0.0), "{name}: {g}");
+    }
 }
 
 #[test]

@@ -407,3 +407,10 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
         slots: &mut [Self::Tensor],
     );
 }
+
+/// The size of one dimension of a broadcast result: a dimension of size 1
+/// stretches to the other (also to 0), otherwise the two agree (the caller
+/// has checked that they do).
+pub(crate) fn broadcast_dim(a: usize, b: usize) -> usize {
+    if a == 1 { b } else { a }
+}

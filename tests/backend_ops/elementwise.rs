@@ -9,6 +9,7 @@ use crate::{assert_close, down, r32, rand_array, reference, up};
 backend_tests!(
     full_fills,
     binary_broadcasts_every_way,
+    binary_broadcasts_size_one_to_size_zero,
     add_assign_accumulates_without_aliasing,
     unary_matches_reference,
     unary_grad_matches_reference,
@@ -23,6 +24,27 @@ fn full_fills<B: Backend<Elem = f32>>(b: &B) {
     assert!(b.download(&t).iter().all(|&v| v == 2.5));
     let empty = b.full(0, 4, 1.0);
     assert_eq!(b.download(&empty).dim(), (0, 4));
+}
+
+fn binary_broadcasts_size_one_to_size_zero<B: Backend<Elem = f32>>(b: &B) {
+    // A size-1 dimension stretches to 0 as to any other size (a bias added
+    // to an empty batch of rows): the result is empty, not 1 wide.
+    let cases = [
+        ((0, 3), (1, 3), (0, 3)),
+        ((3, 0), (3, 1), (3, 0)),
+        ((0, 1), (1, 4), (0, 4)),
+    ];
+    for &(sa, sb, want) in &cases {
+        for swap in [false, true] {
+            let (x, y) = (b.full(sa.0, sa.1, 1.0), b.full(sb.0, sb.1, 2.0));
+            let out = if swap {
+                b.binary(BinaryOp::Add, &y, &x)
+            } else {
+                b.binary(BinaryOp::Add, &x, &y)
+            };
+            assert_eq!(b.download(&out).dim(), want, "{sa:?} + {sb:?}, swap={swap}");
+        }
+    }
 }
 
 fn binary_broadcasts_every_way<B: Backend<Elem = f32>>(b: &B) {

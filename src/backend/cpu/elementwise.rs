@@ -3,7 +3,7 @@
 use ndarray::{Array2, Zip};
 
 use super::std_layout;
-use crate::backend::{BinaryOp, UnaryOp};
+use crate::backend::{BinaryOp, UnaryOp, broadcast_dim};
 use crate::float::Float;
 
 #[inline]
@@ -21,7 +21,10 @@ fn c<F: Float>(v: f64) -> F {
 }
 
 pub(crate) fn binary<F: Float>(op: BinaryOp, a: &Array2<F>, b: &Array2<F>) -> Array2<F> {
-    let shape = (a.nrows().max(b.nrows()), a.ncols().max(b.ncols()));
+    let shape = (
+        broadcast_dim(a.nrows(), b.nrows()),
+        broadcast_dim(a.ncols(), b.ncols()),
+    );
     let f = |x: F, y: F| match op {
         BinaryOp::Add => x + y,
         BinaryOp::Sub => x - y,

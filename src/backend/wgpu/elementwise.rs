@@ -2,7 +2,7 @@
 //! updates (`shaders/optim.wgsl`).
 
 use super::{Kernel, Wgpu, WgpuTensor, f, u};
-use crate::backend::{BinaryOp, UnaryOp, UpdateRule};
+use crate::backend::{BinaryOp, UnaryOp, UpdateRule, broadcast_dim};
 use crate::optim::kernels::AdaBeliefMode;
 
 const SRC: &str = include_str!("shaders/elementwise.wgsl");
@@ -40,7 +40,7 @@ fn strides(t: &WgpuTensor) -> (u32, u32) {
 }
 
 pub(super) fn binary(b: &Wgpu, op: BinaryOp, x: &WgpuTensor, y: &WgpuTensor) -> WgpuTensor {
-    let (rows, cols) = (x.rows.max(y.rows), x.cols.max(y.cols));
+    let (rows, cols) = (broadcast_dim(x.rows, y.rows), broadcast_dim(x.cols, y.cols));
     let out = b.alloc(rows, cols);
     let code = match op {
         BinaryOp::Add => 0,
