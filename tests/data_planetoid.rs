@@ -169,6 +169,34 @@ fn corrupt_file_is_format_error() {
 }
 
 #[test]
+fn citeseer_test_index_spanning_too_many_ids_is_format_error() {
+    // CiteSeer's loader extends tx over the test ids' whole range; a corrupt
+    // id far out must be an error, not an impossible allocation.
+    let dir = std::env::temp_dir().join(format!("hdgcn-citeseer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = planetoid_dir(&vendored());
+    for ext in ["x", "y", "tx", "ty", "allx", "ally", "graph", "test.index"] {
+        std::fs::copy(
+            src.join(format!("ind.cora.{ext}")),
+            dir.join(format!("ind.citeseer.{ext}")),
+        )
+        .unwrap();
+    }
+    // Sanity: Cora's files load through the CiteSeer path.
+    assert_eq!(Planetoid::load(&dir, "citeseer").unwrap().num_nodes(), 2708);
+    let index = std::fs::read_to_string(src.join("ind.cora.test.index")).unwrap();
+    let mut ids: Vec<&str> = index.lines().collect();
+    for far in ["1000000000000", "18446744073709551615"] {
+        *ids.last_mut().unwrap() = far;
+        std::fs::write(dir.join("ind.citeseer.test.index"), ids.join("\n")).unwrap();
+        let err = Planetoid::load(&dir, "citeseer").unwrap_err();
+        assert!(matches!(err, Error::Format { .. }), "{far}: {err:?}");
+        assert!(err.to_string().contains("test.index"), "{far}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn data_root_precedence() {
     assert_eq!(data_root(Some(Path::new("/x/y"))), PathBuf::from("/x/y"));
     // SAFETY: only this test touches HDGCN_DATA in this test binary, and no

@@ -201,7 +201,15 @@ fn assemble(
     // min..=max range, tx rows placed at sorted[i] - min, as PyG does).
     let mut src: Vec<Src> = (0..allx.rows()).map(Src::All).collect();
     if name == "citeseer" {
-        let len = max - min + 1;
+        // The range cannot span more nodes than the graph lists (a corrupt
+        // index would otherwise ask for an impossible allocation).
+        let len = (max - min).saturating_add(1);
+        if len > graph.len().max(tx.rows()) {
+            return Err(fmt(&format!(
+                "test.index spans ids {min}..={max}, more than the graph's {} nodes",
+                graph.len()
+            )));
+        }
         let mut ext = vec![Src::Zero; len];
         for (i, &s) in sorted.iter().enumerate() {
             ext[s - min] = Src::Test(i);
