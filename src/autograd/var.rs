@@ -115,6 +115,11 @@ impl<B: Backend> Var<B> {
         self.tape.backward(self.id())
     }
 
+    /// Whether this value was recorded on `tape`.
+    pub fn is_on(&self, tape: &Tape<B>) -> bool {
+        Rc::ptr_eq(&self.tape.inner, &tape.inner)
+    }
+
     fn same_tape(&self, other: &Var<B>, op: &'static str) -> Result<()> {
         if Rc::ptr_eq(&self.tape.inner, &other.tape.inner) {
             Ok(())

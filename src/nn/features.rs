@@ -44,6 +44,31 @@ impl<B: Backend> Features<B> {
         }
     }
 
+    /// The same features usable on `tape`: dense features recorded on
+    /// another tape (a task's inputs, built once) become a constant of
+    /// `tape` with the same value; sparse features are tape-free already.
+    ///
+    /// ```
+    /// use hdgcn::autograd::Tape;
+    /// use hdgcn::backend::Cpu;
+    /// use hdgcn::nn::Features;
+    ///
+    /// let cpu = Cpu::<f64>::new();
+    /// let x = Features::Dense(Tape::new(&cpu).constant_array(&ndarray::arr2(&[[1.0, 2.0]])));
+    /// let step = Tape::new(&cpu);
+    /// let Features::Dense(v) = x.on_tape(&step) else { unreachable!() };
+    /// assert!(v.is_on(&step));
+    /// assert_eq!(v.to_array(), ndarray::arr2(&[[1.0, 2.0]]));
+    /// ```
+    pub fn on_tape(&self, tape: &Tape<B>) -> Features<B> {
+        match self {
+            Features::Dense(v) if !v.is_on(tape) => {
+                Features::Dense(tape.constant(v.value().clone()))
+            }
+            other => other.clone(),
+        }
+    }
+
     /// `X · W` (sparse × dense for sparse inputs).
     pub fn matmul(&self, w: &Var<B>) -> Result<Var<B>> {
         match self {

@@ -8,9 +8,10 @@ use crate::backend::Backend;
 use crate::conv::DeviceGraph;
 use crate::data::Split;
 use crate::error::{Error, Result};
+use crate::float::Float;
 use crate::models::NodeClassifier;
 use crate::nn::{Features, Module};
-use crate::optim::{Adam, AdamConfig, Optimizer};
+use crate::optim::{Adam, AdamConfig, Optimizer, grad_norm};
 
 /// A node-classification problem on one graph.
 #[derive(Debug)]
@@ -110,7 +111,7 @@ pub fn evaluate_nodes<B: Backend>(
     let backend = task.graph.backend();
     model.set_training(false);
     let tape = Tape::inference(backend);
-    let logits = model.forward(&tape, &task.graph, &task.features);
+    let logits = model.forward(&tape, &task.graph, &task.features.on_tape(&tape));
     model.set_training(true);
     let logits = logits?;
     if nodes.is_empty() {
@@ -128,6 +129,16 @@ pub fn evaluate_nodes<B: Backend>(
 /// Trains `model` with Adam on the training nodes, selects the epoch with
 /// the best validation accuracy (the test nodes are never looked at for
 /// selection), restores those parameters and reports test accuracy there.
+///
+/// Dense features may live on any tape (they are put on each step's tape
+/// as a constant).
+///
+/// # Errors
+/// Before training: [`Error::InvalidConfig`] for zero epochs or a
+/// validation or test node without a label, [`Error::Empty`] for an empty
+/// split, [`Error::NonFinite`] for a NaN or infinite dense feature. During
+/// training: [`Error::Numerical`] when the loss or the gradient norm stops
+/// being finite; the step that found it updates nothing.
 pub fn train_node_classifier<B: Backend>(
     model: &mut NodeClassifier<B>,
     task: &NodeTask<B>,
@@ -138,10 +149,28 @@ pub fn train_node_classifier<B: Backend>(
     }
     let backend = task.graph.backend().clone();
     let train = &task.split.train;
-    if train.is_empty() || task.split.val.is_empty() {
+    if train.is_empty() || task.split.val.is_empty() || task.split.test.is_empty() {
         return Err(Error::Empty(
-            "training and validation sets must be non-empty".into(),
+            "training, validation and test sets must be non-empty".into(),
         ));
+    }
+    // Every split must be usable before anything is trained: a test node
+    // without a label would otherwise fail only after the last epoch.
+    labels_of(&task.labels, &task.split.val, "validation")?;
+    labels_of(&task.labels, &task.split.test, "test")?;
+    if let Features::Dense(x) = &task.features {
+        let host = backend.download(x.value());
+        if let Some((i, v)) = host
+            .iter()
+            .enumerate()
+            .find(|(_, v)| !v.to_f64_exact().is_finite())
+        {
+            let (r, c) = (i / host.ncols().max(1), i % host.ncols().max(1));
+            return Err(Error::NonFinite {
+                what: format!("node features, row {r} column {c}"),
+                value: v.to_f64_exact(),
+            });
+        }
     }
     let train_idx = Index::new(&backend, train)?;
     let train_y = Index::new(&backend, &labels_of(&task.labels, train, "training")?)?;
@@ -168,21 +197,29 @@ pub fn train_node_classifier<B: Backend>(
             &backend,
             cfg.seed.wrapping_mul(1_000_003).wrapping_add(epoch as u64),
         );
-        let logits = model.forward(&tape, &task.graph, &task.features)?;
+        let logits = model.forward(&tape, &task.graph, &task.features.on_tape(&tape))?;
         let loss = logits.cross_entropy_masked(&train_idx, &train_y)?;
-        let grads = loss.backward()?;
-        opt_first.step(&first, &grads)?;
-        if !rest.is_empty() {
-            opt_rest.step(&rest, &grads)?;
-        }
-        backend.synchronize();
-        step_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        // Checked before any update, so a diverged step leaves the
+        // parameters (and the best snapshot) as they were.
         final_loss = loss.scalar()?;
         if !final_loss.is_finite() {
             return Err(Error::Numerical(format!(
                 "training loss became {final_loss} at epoch {epoch}"
             )));
         }
+        let grads = loss.backward()?;
+        let norm = grad_norm(&backend, &grads);
+        if !norm.is_finite() {
+            return Err(Error::Numerical(format!(
+                "gradient norm became {norm} at epoch {epoch}"
+            )));
+        }
+        opt_first.step(&first, &grads)?;
+        if !rest.is_empty() {
+            opt_rest.step(&rest, &grads)?;
+        }
+        backend.synchronize();
+        step_ms.push(t0.elapsed().as_secs_f64() * 1e3);
         drop(tape);
         epochs_run = epoch + 1;
 

@@ -12,6 +12,7 @@ backend_tests!(
     binary_broadcasts_size_one_to_size_zero,
     add_assign_accumulates_without_aliasing,
     unary_matches_reference,
+    relu_propagates_nan,
     unary_grad_matches_reference,
     dropout_mask_is_the_shared_counter_hash,
     optimiser_updates_match_f64,
@@ -124,6 +125,18 @@ fn unary_matches_reference<B: Backend<Elem = f32>>(b: &B) {
         let got = down(b, &b.unary(op, &up(b, &x)));
         assert_close(&format!("{op:?}"), &got, &r.unary(op, &x));
     }
+}
+
+fn relu_propagates_nan<B: Backend<Elem = f32>>(b: &B) {
+    // As torch.relu: NaN stays NaN (a `max(x, 0)` would hide it as 0 and
+    // let NaN parameters train on unnoticed).
+    let x = ndarray::arr2(&[[f32::NAN, -1.5, 2.0, 0.0]]);
+    let got = b.download(&b.unary(UnaryOp::Relu, &b.upload(x.view())));
+    assert!(got[[0, 0]].is_nan(), "relu(NaN) = {}", got[[0, 0]]);
+    assert_eq!(
+        got.slice(ndarray::s![.., 1..]),
+        ndarray::arr2(&[[0.0, 2.0, 0.0]])
+    );
 }
 
 fn unary_grad_matches_reference<B: Backend<Elem = f32>>(b: &B) {

@@ -45,7 +45,14 @@ pub(crate) fn unary<F: Float>(op: UnaryOp, x: &Array2<F>) -> Array2<F> {
     let half = c::<F>(0.5);
     let inv_sqrt2 = c::<F>(std::f64::consts::FRAC_1_SQRT_2);
     x.mapv(|v| match op {
-        UnaryOp::Relu => v.max(F::zero()),
+        // Not `v.max(0)`, which turns NaN into 0: NaN propagates, as in PyTorch.
+        UnaryOp::Relu => {
+            if v < F::zero() {
+                F::zero()
+            } else {
+                v
+            }
+        }
         UnaryOp::LeakyRelu(s) => {
             if v > F::zero() {
                 v

@@ -1,0 +1,169 @@
+//! `train_node_classifier` with dense input features and with inputs that
+//! must fail before (or without) changing the model.
+
+use hdgcn::Error;
+use hdgcn::autograd::{SparseMatrix, Tape};
+use hdgcn::backend::Cpu;
+use hdgcn::conv::DeviceGraph;
+use hdgcn::data::Split;
+use hdgcn::graph::Graph;
+use hdgcn::models::NodeClassifier;
+use hdgcn::nn::{Features, Module};
+use hdgcn::train::{NodeTask, NodeTrainConfig, train_node_classifier};
+use ndarray::Array2;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use sprs::CsMat;
+
+type C = Cpu<f64>;
+
+/// Two 12-node cliques joined by one edge; the label is the clique, and
+/// the first feature carries it under noise.
+fn two_cliques(rng: &mut StdRng) -> (Graph, Array2<f64>, Vec<Option<usize>>, Split) {
+    let per = 12;
+    let mut edges = vec![(0, per), (per, 0)];
+    for c in 0..2 {
+        for i in 0..per {
+            for j in 0..per {
+                if i != j {
+                    edges.push((c * per + i, c * per + j));
+                }
+            }
+        }
+    }
+    let label = |v: usize| v / per;
+    let x = Array2::from_shape_fn((2 * per, 4), |(v, j)| {
+        let signal = if j == 0 { label(v) as f64 - 0.5 } else { 0.0 };
+        signal + rng.random_range(-0.8..0.8)
+    });
+    let (mut train, mut val, mut test) = (Vec::new(), Vec::new(), Vec::new());
+    for v in 0..2 * per {
+        match v % per {
+            0..3 => train.push(v),
+            3..6 => val.push(v),
+            _ => test.push(v),
+        }
+    }
+    let labels = (0..2 * per).map(|v| Some(label(v))).collect();
+    (
+        Graph::from_edges(2 * per, &edges).unwrap(),
+        x,
+        labels,
+        Split { train, val, test },
+    )
+}
+
+fn task(cpu: &C, features: Features<C>, rng: &mut StdRng) -> NodeTask<C> {
+    let (graph, _, labels, split) = two_cliques(rng);
+    NodeTask {
+        graph: DeviceGraph::new(cpu, graph),
+        features,
+        labels,
+        num_classes: 2,
+        split,
+    }
+}
+
+fn model(cpu: &C) -> NodeClassifier<C> {
+    NodeClassifier::gcn(cpu, 4, 8, 2, 0.0, &mut StdRng::seed_from_u64(5)).unwrap()
+}
+
+fn cfg() -> NodeTrainConfig {
+    NodeTrainConfig {
+        epochs: 30,
+        lr: 0.05,
+        quiet: true,
+        ..NodeTrainConfig::default()
+    }
+}
+
+fn values(m: &NodeClassifier<C>) -> Vec<Array2<f64>> {
+    m.params().iter().map(|p| p.to_array()).collect()
+}
+
+#[test]
+fn dense_features_train_like_the_same_sparse_features() {
+    let cpu = C::new();
+    let (_, x, _, _) = two_cliques(&mut StdRng::seed_from_u64(1));
+    // Dense features built once on a tape of their own, as a user would.
+    let dense = Features::Dense(Tape::new(&cpu).constant_array(&x));
+    let sparse = Features::Sparse(
+        SparseMatrix::from_csmat(&cpu, &CsMat::csr_from_dense(x.view(), 0.0)).unwrap(),
+    );
+    let mut reports = Vec::new();
+    for features in [dense, sparse] {
+        let t = task(&cpu, features, &mut StdRng::seed_from_u64(1));
+        let mut m = model(&cpu);
+        reports.push(train_node_classifier(&mut m, &t, &cfg()).unwrap());
+    }
+    let (d, s) = (&reports[0], &reports[1]);
+    assert_eq!(d.epochs_run, 30);
+    assert!(d.test_acc >= 0.85, "dense test accuracy {}", d.test_acc);
+    // Same numbers up to f64 rounding of the two products.
+    assert!(
+        (d.final_loss - s.final_loss).abs() <= 1e-9 * s.final_loss.abs(),
+        "dense {} vs sparse {}",
+        d.final_loss,
+        s.final_loss
+    );
+    assert_eq!(d.test_acc, s.test_acc);
+}
+
+#[test]
+fn an_unlabelled_or_empty_test_split_fails_before_training() {
+    let cpu = C::new();
+    let mut rng = StdRng::seed_from_u64(2);
+    let (_, x, _, _) = two_cliques(&mut StdRng::seed_from_u64(2));
+    let features = Features::Dense(Tape::new(&cpu).constant_array(&x));
+    let mut t = task(&cpu, features, &mut rng);
+    let unlabelled = t.split.test[0];
+    t.labels[unlabelled] = None;
+    let mut m = model(&cpu);
+    let before = values(&m);
+    let err = train_node_classifier(&mut m, &t, &cfg()).unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains(&format!("test node {unlabelled} has no label")),
+        "{err}"
+    );
+    assert_eq!(values(&m), before, "nothing was trained");
+
+    t.labels[unlabelled] = Some(0);
+    t.split.test.clear();
+    let err = train_node_classifier(&mut m, &t, &cfg()).unwrap_err();
+    assert!(matches!(err, Error::Empty(_)), "{err:?}");
+    assert_eq!(values(&m), before);
+}
+
+#[test]
+fn non_finite_dense_features_are_an_error_before_training() {
+    let cpu = C::new();
+    let (_, mut x, _, _) = two_cliques(&mut StdRng::seed_from_u64(3));
+    x[[5, 2]] = f64::NAN;
+    let features = Features::Dense(Tape::new(&cpu).constant_array(&x));
+    let t = task(&cpu, features, &mut StdRng::seed_from_u64(3));
+    let mut m = model(&cpu);
+    let before = values(&m);
+    let err = train_node_classifier(&mut m, &t, &cfg()).unwrap_err();
+    assert!(matches!(err, Error::NonFinite { .. }), "{err:?}");
+    assert!(err.to_string().contains("row 5 column 2"), "{err}");
+    assert_eq!(values(&m), before);
+}
+
+#[test]
+fn a_diverging_run_stops_before_a_non_finite_update() {
+    let cpu = C::new();
+    let (_, x, _, _) = two_cliques(&mut StdRng::seed_from_u64(4));
+    let features = Features::Dense(Tape::new(&cpu).constant_array(&x));
+    let t = task(&cpu, features, &mut StdRng::seed_from_u64(4));
+    let mut m = model(&cpu);
+    // Adam moves every weight by about lr per step: after the first step the
+    // logits overflow, and the run must stop before that reaches the weights.
+    let diverge = NodeTrainConfig { lr: 1e200, ..cfg() };
+    let err = train_node_classifier(&mut m, &t, &diverge).unwrap_err();
+    assert!(matches!(err, Error::Numerical(_)), "{err:?}");
+    assert!(
+        values(&m).iter().all(|v| v.iter().all(|x| x.is_finite())),
+        "no NaN or infinite parameter"
+    );
+}
