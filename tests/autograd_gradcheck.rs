@@ -378,6 +378,40 @@ fn forward_values_match_hand_computation() {
 }
 
 #[test]
+fn sparse_values_must_fit_the_backend_element_type() {
+    let m = |v: f64| sprs::CsMat::new((1, 2), vec![0, 1], vec![1], vec![v]);
+    let f32s = Cpu::<f32>::new();
+    let err = SparseMatrix::from_csmat(&f32s, &m(1e300)).unwrap_err();
+    assert!(
+        matches!(err, hdgcn::Error::NonFinite { value, .. } if value == 1e300),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("overflows f32"), "{err}");
+    assert!(SparseMatrix::from_csmat(&f32s, &m(3e38)).is_ok());
+    assert!(SparseMatrix::from_csmat(&Cpu::<f64>::new(), &m(1e300)).is_ok());
+    let err = SparseMatrix::from_csmat(&f32s, &m(f64::NAN)).unwrap_err();
+    assert!(matches!(err, hdgcn::Error::NonFinite { .. }), "{err:?}");
+}
+
+#[test]
+fn batch_vector_segments_check_the_graph_count() {
+    let cpu = Cpu::<f64>::new();
+    let seg = Segments::from_batch_vector(&cpu, &[0, 0, 2], 3).unwrap();
+    assert_eq!(seg.ptr(), &[0, 2, 2, 3], "graph 1 is empty");
+    assert!(Segments::from_batch_vector(&cpu, &[], 1).is_ok());
+    for (batch, n) in [
+        (&[0usize, 1][..], usize::MAX),
+        (&[0, 0][..], 3),
+        (&[][..], 2),
+    ] {
+        let err = Segments::from_batch_vector(&cpu, batch, n).unwrap_err();
+        assert!(matches!(err, hdgcn::Error::InvalidConfig(_)), "{err:?}");
+    }
+    let err = Segments::from_batch_vector(&cpu, &[1, 0], 2).unwrap_err();
+    assert!(err.to_string().contains("sorted"), "{err}");
+}
+
+#[test]
 fn shape_errors_are_reported_not_panics() {
     let cpu = Cpu::<f64>::new();
     let tape = hdgcn::autograd::Tape::new(&cpu);

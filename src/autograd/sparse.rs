@@ -26,7 +26,32 @@ impl<B: Backend> SparseMatrix<B> {
                 value: bad.to_f64_exact(),
             });
         }
+        // Backends index rows and columns with u32.
+        for (what, n) in [
+            ("sparse matrix rows", m.rows()),
+            ("sparse matrix columns", m.cols()),
+        ] {
+            if u32::try_from(n).is_err() {
+                return Err(Error::IndexOutOfRange {
+                    what,
+                    index: n,
+                    len: u32::MAX as usize,
+                });
+            }
+        }
         let conv: CsMat<B::Elem> = m.map(|&v| B::Elem::from_f64_lossy(v.to_f64_exact()));
+        // A finite value can still overflow the backend's element type.
+        if let Some((&v, _)) = m
+            .data()
+            .iter()
+            .zip(conv.data())
+            .find(|(_, c)| !c.to_f64_exact().is_finite())
+        {
+            return Err(Error::NonFinite {
+                what: format!("sparse matrix value (overflows {})", B::Elem::NAME),
+                value: v.to_f64_exact(),
+            });
+        }
         let raw = backend.sparse_from_csmat(&conv);
         Ok(SparseMatrix {
             raw,
@@ -175,7 +200,17 @@ impl<B: Backend> Segments<B> {
     }
 
     /// Segments from a sorted node-to-graph vector (as PyG's `batch`).
+    ///
+    /// Graphs without nodes (ids missing from `batch`) are allowed, but not
+    /// more graphs than `batch` has nodes (at least one graph is always
+    /// allowed): more is a sign of a wrong `num_graphs`.
     pub fn from_batch_vector(backend: &B, batch: &[usize], num_graphs: usize) -> Result<Self> {
+        if num_graphs > batch.len().max(1) {
+            return Err(Error::InvalidConfig(format!(
+                "batch vector: {num_graphs} graphs for {} nodes",
+                batch.len()
+            )));
+        }
         let mut ptr = vec![0usize; num_graphs + 1];
         let mut prev = 0;
         for &g in batch {
