@@ -1,5 +1,7 @@
 //! Classification metrics with scikit-learn semantics.
 
+use std::collections::BTreeMap;
+
 use crate::{Error, Result};
 use ndarray::Array2;
 
@@ -32,17 +34,18 @@ fn check_classes(pred: &[usize], target: &[usize], num_classes: usize) -> Result
     Ok(())
 }
 
-/// Per-class `(true positives, support = tp + fn, predicted = tp + fp)`,
-/// indexed by class, sized by the largest class id present.
-fn class_counts(pred: &[usize], target: &[usize]) -> Vec<(usize, usize, usize)> {
-    let k = pred.iter().chain(target).max().map_or(0, |&m| m + 1);
-    let mut c = vec![(0, 0, 0); k];
+/// Per-class `(true positives, support = tp + fn, predicted = tp + fp)` of
+/// the classes that occur, in class order (a map, so a large class id
+/// costs nothing).
+fn class_counts(pred: &[usize], target: &[usize]) -> BTreeMap<usize, (usize, usize, usize)> {
+    let mut c: BTreeMap<usize, (usize, usize, usize)> = BTreeMap::new();
     for (&p, &t) in pred.iter().zip(target) {
+        let e = c.entry(t).or_default();
         if p == t {
-            c[t].0 += 1;
+            e.0 += 1;
         }
-        c[t].1 += 1;
-        c[p].2 += 1;
+        e.1 += 1;
+        c.entry(p).or_default().2 += 1;
     }
     c
 }
@@ -69,12 +72,18 @@ pub fn confusion_matrix(
 ) -> Result<Array2<usize>> {
     check(pred, target, "confusion_matrix")?;
     check_classes(pred, target, num_classes)?;
-    if num_classes.checked_mul(num_classes).is_none() {
-        return Err(Error::InvalidConfig(format!(
+    // Reserve first: an impossible size is an error, not an abort.
+    let too_many = || {
+        Error::InvalidConfig(format!(
             "confusion_matrix: {num_classes} classes is too many"
-        )));
-    }
-    let mut m = Array2::zeros((num_classes, num_classes));
+        ))
+    };
+    let len = num_classes.checked_mul(num_classes).ok_or_else(too_many)?;
+    let mut counts: Vec<usize> = Vec::new();
+    counts.try_reserve_exact(len).map_err(|_| too_many())?;
+    counts.resize(len, 0);
+    let mut m =
+        Array2::from_shape_vec((num_classes, num_classes), counts).expect("num_classes² entries");
     for (&p, &t) in pred.iter().zip(target) {
         m[[t, p]] += 1;
     }
@@ -104,7 +113,7 @@ pub fn f1_macro(pred: &[usize], target: &[usize], num_classes: usize) -> Result<
     check_classes(pred, target, num_classes)?;
     let mut sum = 0.0;
     let mut present = 0usize;
-    for (tp, support, predicted) in class_counts(pred, target) {
+    for (tp, support, predicted) in class_counts(pred, target).into_values() {
         if support == 0 && predicted == 0 {
             continue;
         }

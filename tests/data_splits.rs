@@ -158,4 +158,11 @@ fn random_split_huge_num_classes() {
     assert!(matches!(e, Error::InvalidConfig(_)), "{e:?}");
     let s = random_split(&l, usize::MAX, 0, 10, 10, 0).unwrap();
     assert_eq!((s.train.len(), s.val.len(), s.test.len()), (0, 10, 10));
+    // Nor per label value: a far-out class id is one more class.
+    let far = 1usize << 40;
+    let sparse = [Some(0), Some(far), Some(0), Some(far)];
+    let s = random_split(&sparse, far + 1, 0, 1, 1, 0).unwrap();
+    assert_eq!((s.val.len(), s.test.len()), (1, 1));
+    let e = random_split(&sparse, far + 1, 1, 0, 0, 0).unwrap_err();
+    assert!(e.to_string().contains("class 1 has 0"), "{e}");
 }

@@ -89,4 +89,13 @@ fn huge_num_classes_does_not_allocate() {
     assert!((f1_micro(&P, &T, usize::MAX).unwrap() - 0.6).abs() < 1e-12);
     let e = confusion_matrix(&P, &T, usize::MAX).unwrap_err();
     assert!(matches!(e, Error::InvalidConfig(_)), "{e:?}");
+    // Nor in the largest class id: one far-out class among two.
+    let far = 1usize << 40;
+    let f1 = f1_macro(&[0, far], &[0, 0], far + 1).unwrap();
+    assert!((f1 - (2.0 / 3.0 + 0.0) / 2.0).abs() < 1e-12, "{f1}");
+    // A size that fits in usize but not in memory is an error, not an abort.
+    for n in [1usize << 31, 1 << 24] {
+        let e = confusion_matrix(&[0], &[0], n).unwrap_err();
+        assert!(e.to_string().contains("too many"), "{n}: {e}");
+    }
 }

@@ -5,6 +5,7 @@ use crate::{Error, Result};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
@@ -170,9 +171,9 @@ pub fn random_split(
     num_test: usize,
     seed: u64,
 ) -> Result<Split> {
-    // Sized by the labels actually present (never by the caller's
-    // `num_classes`, which may be arbitrarily large).
-    let mut per_class: Vec<Vec<usize>> = Vec::new();
+    // A map of the classes actually present, in class order (never sized
+    // by a label value or the caller's `num_classes`, which may be huge).
+    let mut per_class: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (i, l) in labels.iter().enumerate() {
         if let Some(c) = *l {
             if c >= num_classes {
@@ -182,22 +183,20 @@ pub fn random_split(
                     len: num_classes,
                 });
             }
-            if c >= per_class.len() {
-                per_class.resize_with(c + 1, Vec::new);
-            }
-            per_class[c].push(i);
+            per_class.entry(c).or_default().push(i);
         }
     }
-    if train_per_class > 0 && per_class.len() < num_classes {
-        return Err(Error::InvalidConfig(format!(
-            "class {} has 0 labelled nodes, fewer than train_per_class = {train_per_class}",
-            per_class.len()
-        )));
+    if train_per_class > 0 {
+        if let Some(c) = (0..num_classes).find(|c| !per_class.contains_key(c)) {
+            return Err(Error::InvalidConfig(format!(
+                "class {c} has 0 labelled nodes, fewer than train_per_class = {train_per_class}"
+            )));
+        }
     }
     let mut rng = StdRng::seed_from_u64(seed);
     let mut in_train = vec![false; labels.len()];
     let mut train = Vec::with_capacity(train_per_class.saturating_mul(num_classes));
-    for (c, nodes) in per_class.iter_mut().enumerate() {
+    for (c, nodes) in per_class.iter_mut() {
         if nodes.len() < train_per_class {
             return Err(Error::InvalidConfig(format!(
                 "class {c} has {} labelled nodes, fewer than train_per_class = {train_per_class}",
