@@ -195,3 +195,21 @@ fn invalid_configurations_and_inputs_are_errors() {
             .is_err()
     );
 }
+
+#[test]
+fn a_cheb_conv_with_missing_weights_is_an_error_not_a_panic() {
+    let cpu = Cpu::<f64>::new();
+    let mut rng = StdRng::seed_from_u64(8);
+    let graph = DeviceGraph::new(&cpu, Graph::from_edges(2, &[(0, 1), (1, 0)]).unwrap());
+    for k in [1, 3] {
+        let mut cheb = ChebConv::new(&cpu, 2, 2, k, &mut rng).unwrap();
+        cheb.lins.pop();
+        let t = Tape::new(&cpu);
+        let x = Features::Dense(t.constant(ndarray::Array2::zeros((2, 2))));
+        let err = cheb.forward(&t, &graph, &x).unwrap_err();
+        assert!(
+            err.to_string().contains("weight matrices for K"),
+            "K = {k}: {err}"
+        );
+    }
+}

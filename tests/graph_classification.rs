@@ -409,3 +409,25 @@ fn clipping_bounds_each_step_and_history_records_every_epoch() {
         assert!(err.to_string().contains("clip_grad_norm"), "{err}");
     }
 }
+
+#[test]
+fn a_graph_classifier_without_convolutions_is_an_error_not_a_panic() {
+    let mut rng = StdRng::seed_from_u64(13);
+    let data = cycles_and_stars(&mut rng, 8);
+    let cpu = Cpu::<f32>::new();
+    let mut model =
+        GraphClassifier::gcn(&cpu, InputSpec::Dense(1), 4, 2, 1, 0.0, &mut rng).unwrap();
+    model.convs.clear();
+    let err = train_graph_classifier(
+        &mut model,
+        &data,
+        &data,
+        &data,
+        &cfg(1, GraphOptimizer::Adam),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("at least one convolution"),
+        "{err}"
+    );
+}

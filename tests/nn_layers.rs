@@ -27,6 +27,31 @@ fn loss(
 }
 
 #[test]
+fn initialisers_reject_non_finite_settings() {
+    let cpu = C::new();
+    let mut rng = StdRng::seed_from_u64(4);
+    for bad in [f64::NAN, f64::INFINITY, -1.0] {
+        let err = hdgcn::nn::init::normal(&cpu, 2, 2, bad, &mut rng).unwrap_err();
+        assert!(
+            matches!(err, hdgcn::Error::InvalidConfig(_)),
+            "{bad}: {err:?}"
+        );
+    }
+    // std 0 is allowed: all zeros.
+    let z = hdgcn::nn::init::normal(&cpu, 2, 3, 0.0, &mut rng).unwrap();
+    assert_eq!(z.to_array(), Array2::<f64>::zeros((2, 3)));
+    for bad in [f64::NAN, f64::NEG_INFINITY] {
+        let err = hdgcn::nn::init::constant(&cpu, 1, 2, bad).unwrap_err();
+        assert!(
+            matches!(err, hdgcn::Error::NonFinite { .. }),
+            "{bad}: {err:?}"
+        );
+    }
+    let c = hdgcn::nn::init::constant(&cpu, 1, 2, 0.25).unwrap();
+    assert_eq!(c.to_array(), ndarray::arr2(&[[0.25, 0.25]]));
+}
+
+#[test]
 fn linear_on_no_rows_gives_no_rows_and_zero_gradients() {
     let mut rng = StdRng::seed_from_u64(3);
     let cpu = C::new();
@@ -266,4 +291,16 @@ fn parameters_set_from_transposed_arrays_work_everywhere() {
     let mut opt = AdamConfig::default().lr(0.1).build::<C>().unwrap();
     opt.step(std::slice::from_ref(&p), &grads).unwrap();
     assert!(p.to_array().iter().zip(w_t.iter()).all(|(a, b)| a != b));
+}
+
+#[test]
+fn an_emptied_mlp_is_an_error_not_a_panic() {
+    let cpu = C::new();
+    let mut rng = StdRng::seed_from_u64(6);
+    let mut mlp = Mlp::new(&cpu, &[3, 2], Activation::Relu, 0.0, &mut rng).unwrap();
+    mlp.lins.clear();
+    let t = Tape::new(&cpu);
+    let x = Features::Dense(t.constant(Array2::zeros((2, 3))));
+    let err = mlp.forward(&t, &x).unwrap_err();
+    assert!(matches!(err, hdgcn::Error::InvalidConfig(_)), "{err:?}");
 }

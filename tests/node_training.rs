@@ -167,3 +167,23 @@ fn a_diverging_run_stops_before_a_non_finite_update() {
         "no NaN or infinite parameter"
     );
 }
+
+#[test]
+fn a_node_classifier_without_convolutions_is_an_error_not_a_panic() {
+    let cpu = C::new();
+    let (_, x, _, _) = two_cliques(&mut StdRng::seed_from_u64(6));
+    let features = Features::Dense(Tape::new(&cpu).constant_array(&x));
+    let t = task(&cpu, features, &mut StdRng::seed_from_u64(6));
+    let mut m = model(&cpu);
+    m.convs.clear();
+    let err = train_node_classifier(&mut m, &t, &cfg()).unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(m.first_layer_params().is_empty());
+    let err = m
+        .with_head(&cpu, 2, &mut StdRng::seed_from_u64(0))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("at least one convolution"),
+        "{err}"
+    );
+}

@@ -151,7 +151,7 @@ fn clip_grad_norm_matches_torch() {
             arr(&c["grads"]["W"]),
             "{name}"
         );
-        let norm = clip_grad_norm(&cpu, &mut grads, f(c, "max_norm"));
+        let norm = clip_grad_norm(&cpu, &mut grads, f(c, "max_norm")).unwrap();
         assert!(
             (norm - want).abs() <= 1e-12 * want,
             "{name}: norm {norm} vs {want}"
@@ -177,7 +177,25 @@ fn clip_of_no_gradients_is_zero() {
     let cpu = B::new();
     let mut grads = Gradients::<B>::default();
     assert_eq!(grad_norm(&cpu, &grads), 0.0);
-    assert_eq!(clip_grad_norm(&cpu, &mut grads, 1.0), 0.0);
+    assert_eq!(clip_grad_norm(&cpu, &mut grads, 1.0).unwrap(), 0.0);
+}
+
+#[test]
+fn clip_bound_must_be_finite_and_positive() {
+    let cpu = B::new();
+    let w = Param::from_array(&cpu, &Array2::zeros((1, 2)));
+    let mut grads = Gradients::default();
+    grads.insert(&w, cpu.upload(ndarray::arr2(&[[3.0, 4.0]]).view()));
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let err = clip_grad_norm(&cpu, &mut grads, bad).unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig(_)), "{bad}: {err:?}");
+    }
+    // Nothing was scaled by the rejected calls.
+    assert_eq!(
+        cpu.download(grads.get(&w).unwrap()),
+        ndarray::arr2(&[[3.0, 4.0]])
+    );
+    assert_eq!(clip_grad_norm(&cpu, &mut grads, 1.0).unwrap(), 5.0);
 }
 
 #[test]

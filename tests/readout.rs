@@ -290,4 +290,13 @@ fn parameter_names() {
         AttentionPooling::new(gate, None),
         Err(Error::InvalidConfig(_))
     ));
+    // An `nn` whose layers were removed is rejected, not indexed.
+    let mlp = |dims: &[usize], rng: &mut StdRng| {
+        hdgcn::nn::Mlp::new(&cpu, dims, hdgcn::nn::Activation::Identity, 0.0, rng).unwrap()
+    };
+    let gate = mlp(&[F, 1], &mut rng);
+    let mut nn = mlp(&[F, 3], &mut rng);
+    nn.lins.clear();
+    let err = AttentionPooling::new(gate, Some(nn)).unwrap_err();
+    assert!(err.to_string().contains("nn has no layers"), "{err}");
 }

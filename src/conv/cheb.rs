@@ -66,7 +66,8 @@ impl ChebConvConfig {
             .collect::<Result<Vec<_>>>()?;
         let bias = self
             .bias
-            .then(|| init::constant(backend, 1, self.out_channels, 0.0));
+            .then(|| init::constant(backend, 1, self.out_channels, 0.0))
+            .transpose()?;
         Ok(ChebConv {
             config: self,
             lins,
@@ -146,6 +147,7 @@ impl<B: Backend> ChebConv<B> {
         lap: &crate::autograd::SparseMatrix<B>,
     ) -> Result<Var<B>> {
         check_input("ChebConv", graph, x, self.config.in_channels)?;
+        self.check_weights()?;
         let k = self.config.k;
         let h = self.config.out_channels;
         let ws: Vec<Var<B>> = self.lins.iter().map(|l| tape.param(&l.weight)).collect();
@@ -202,6 +204,19 @@ impl<B: Backend> GraphConv<B> for ChebConv<B> {
 }
 
 impl<B: Backend> ChebConv<B> {
+    /// One weight matrix per term (the fields are public, so they may have
+    /// been changed since [`ChebConvConfig::build`]).
+    fn check_weights(&self) -> Result<()> {
+        if self.lins.len() != self.config.k || self.config.k == 0 {
+            return Err(Error::InvalidConfig(format!(
+                "ChebConv has {} weight matrices for K = {}",
+                self.lins.len(),
+                self.config.k
+            )));
+        }
+        Ok(())
+    }
+
     fn propagate_linear(
         &self,
         tape: &Tape<B>,
@@ -209,6 +224,7 @@ impl<B: Backend> ChebConv<B> {
         x: &Features<B>,
     ) -> Result<Var<B>> {
         check_input("ChebConv", graph, x, self.config.in_channels)?;
+        self.check_weights()?;
         let out = x.matmul(&tape.param(&self.lins[0].weight))?;
         match &self.bias {
             Some(b) => out.add(&tape.param(b)),

@@ -57,7 +57,9 @@ impl<B: Backend> GcnConv<B> {
         rng: &mut R,
     ) -> Result<Self> {
         let lin = Linear::glorot(backend, d_in, d_out, false, rng)?;
-        let bias = bias.then(|| init::constant(backend, 1, d_out, 0.0));
+        let bias = bias
+            .then(|| init::constant(backend, 1, d_out, 0.0))
+            .transpose()?;
         Ok(GcnConv { lin, bias })
     }
 }

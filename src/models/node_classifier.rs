@@ -77,7 +77,7 @@ impl<B: Backend> NodeClassifier<B> {
         classes: usize,
         rng: &mut R,
     ) -> Result<Self> {
-        let width = self.convs.last().expect("at least one conv").out_channels();
+        let width = self.last_conv()?.out_channels();
         self.head = Some(Linear::new(backend, width, classes, true, rng)?);
         Ok(self)
     }
@@ -150,6 +150,13 @@ impl<B: Backend> NodeClassifier<B> {
         Self::new(vec![Box::new(c1), Box::new(c2)], dropout, Activation::Relu)
     }
 
+    /// The last convolution; [`Error::InvalidConfig`] if `convs` was emptied.
+    fn last_conv(&self) -> Result<&dyn GraphConv<B>> {
+        self.convs.last().map(|c| c.as_ref()).ok_or_else(|| {
+            Error::InvalidConfig("a node classifier needs at least one convolution".into())
+        })
+    }
+
     /// Class logits for every node.
     pub fn forward(
         &self,
@@ -157,6 +164,7 @@ impl<B: Backend> NodeClassifier<B> {
         graph: &DeviceGraph<B>,
         x: &Features<B>,
     ) -> Result<Var<B>> {
+        self.last_conv()?;
         let mut h = self.dropout.forward_features(tape, x)?;
         let last = self.convs.len() - 1;
         for (i, conv) in self.convs.iter().enumerate() {
@@ -177,12 +185,12 @@ impl<B: Backend> NodeClassifier<B> {
 
     /// Parameters of the first convolution (Kipf & Welling apply weight decay to these only).
     pub fn first_layer_params(&self) -> Vec<crate::autograd::Param<B>> {
-        self.convs[0].params()
+        self.convs.first().map(|c| c.params()).unwrap_or_default()
     }
 
     /// Parameters of every layer after the first (head included).
     pub fn other_params(&self) -> Vec<crate::autograd::Param<B>> {
-        let mut out: Vec<_> = self.convs[1..].iter().flat_map(|c| c.params()).collect();
+        let mut out: Vec<_> = self.convs.iter().skip(1).flat_map(|c| c.params()).collect();
         if let Some(h) = &self.head {
             out.extend(h.params());
         }

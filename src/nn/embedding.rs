@@ -58,7 +58,7 @@ impl<B: Backend> Embedding<B> {
             )));
         }
         Ok(Embedding {
-            weight: init::normal(backend, num, dim, std, rng),
+            weight: init::normal(backend, num, dim, std, rng)?,
         })
     }
 

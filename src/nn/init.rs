@@ -6,6 +6,7 @@ use rand_distr::{Distribution, Uniform};
 
 use crate::autograd::Param;
 use crate::backend::Backend;
+use crate::error::{Error, Result};
 use crate::float::Float;
 
 fn uniform<B: Backend, R: Rng + ?Sized>(
@@ -50,22 +51,43 @@ pub fn linear_default<B: Backend, R: Rng + ?Sized>(
 }
 
 /// A `rows x cols` parameter filled with `value`.
-pub fn constant<B: Backend>(backend: &B, rows: usize, cols: usize, value: f64) -> Param<B> {
-    Param::new(
+///
+/// # Errors
+/// [`Error::NonFinite`] if `value` is NaN or infinite.
+pub fn constant<B: Backend>(backend: &B, rows: usize, cols: usize, value: f64) -> Result<Param<B>> {
+    if !value.is_finite() {
+        return Err(Error::NonFinite {
+            what: "constant initial value".into(),
+            value,
+        });
+    }
+    Ok(Param::new(
         backend,
         backend.full(rows, cols, B::Elem::from_f64_lossy(value)),
-    )
+    ))
 }
 
-/// Standard normal entries (embeddings, as `torch.nn.Embedding`).
+/// `N(0, std²)` entries (`std = 1`: embeddings, as `torch.nn.Embedding`).
+///
+/// # Errors
+/// [`Error::InvalidConfig`] if `std` is negative, NaN or infinite.
 pub fn normal<B: Backend, R: Rng + ?Sized>(
     backend: &B,
     rows: usize,
     cols: usize,
     std: f64,
     rng: &mut R,
-) -> Param<B> {
-    let d = rand_distr::Normal::new(0.0, std).expect("finite std");
+) -> Result<Param<B>> {
+    let bad = || {
+        Error::InvalidConfig(format!(
+            "normal init std must be finite and >= 0, got {std}"
+        ))
+    };
+    // rand_distr accepts a negative std (it negates the samples).
+    if !(std.is_finite() && std >= 0.0) {
+        return Err(bad());
+    }
+    let d = rand_distr::Normal::new(0.0, std).map_err(|_| bad())?;
     let a = Array2::from_shape_fn((rows, cols), |_| B::Elem::from_f64_lossy(d.sample(rng)));
-    Param::from_array(backend, &a)
+    Ok(Param::from_array(backend, &a))
 }

@@ -31,8 +31,8 @@ impl<B: Backend> LayerNorm<B> {
             )));
         }
         Ok(LayerNorm {
-            weight: init::constant(backend, 1, h, 1.0),
-            bias: init::constant(backend, 1, h, 0.0),
+            weight: init::constant(backend, 1, h, 1.0)?,
+            bias: init::constant(backend, 1, h, 0.0)?,
             eps,
         })
     }

@@ -43,7 +43,9 @@ impl<B: Backend> Linear<B> {
     ) -> Result<Self> {
         check_dims(d_in, d_out)?;
         let weight = init::glorot(backend, d_in, d_out, rng);
-        let bias = bias.then(|| init::constant(backend, 1, d_out, 0.0));
+        let bias = bias
+            .then(|| init::constant(backend, 1, d_out, 0.0))
+            .transpose()?;
         Ok(Linear { weight, bias })
     }
 

@@ -47,8 +47,13 @@ impl<B: Backend> Mlp<B> {
 
     /// Applies the MLP.
     pub fn forward(&self, tape: &Tape<B>, x: &Features<B>) -> Result<Var<B>> {
-        let mut h = self.lins[0].forward_on(tape, x)?;
-        for lin in &self.lins[1..] {
+        let Some((first, rest)) = self.lins.split_first() else {
+            return Err(Error::InvalidConfig(
+                "an MLP needs at least one layer".into(),
+            ));
+        };
+        let mut h = first.forward_on(tape, x)?;
+        for lin in rest {
             h = self.dropout.forward(&self.activation.apply(&h))?;
             h = lin.forward_on(tape, &Features::Dense(h))?;
         }

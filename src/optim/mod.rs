@@ -38,7 +38,7 @@
 //!     let tape = Tape::new(&cpu);
 //!     let loss = tape.param(&w).sub(&tape.constant_array(&target))?.square().sum_all();
 //!     let mut grads = loss.backward()?;
-//!     clip_grad_norm(&cpu, &mut grads, 1.0);
+//!     clip_grad_norm(&cpu, &mut grads, 1.0)?;
 //!     opt.step(&[w.clone()], &grads)?;
 //! }
 //! let w = w.to_array();
@@ -650,8 +650,21 @@ pub fn grad_norm<B: Backend>(backend: &B, grads: &Gradients<B>) -> f64 {
 /// The norm is [`grad_norm`]; if `max_norm / (norm + 1e-6) < 1` every
 /// gradient is multiplied by that factor. Returns the total norm before
 /// clipping. A non-finite norm is returned as is and leaves the gradients
-/// unchanged (check it to skip a bad step). `max_norm` should be positive.
-pub fn clip_grad_norm<B: Backend>(backend: &B, grads: &mut Gradients<B>, max_norm: f64) -> f64 {
+/// unchanged (check it to skip a bad step).
+///
+/// # Errors
+/// [`Error::InvalidConfig`] unless `max_norm` is finite and positive (a
+/// negative bound would flip every gradient, a NaN one skip clipping).
+pub fn clip_grad_norm<B: Backend>(
+    backend: &B,
+    grads: &mut Gradients<B>,
+    max_norm: f64,
+) -> Result<f64> {
+    if !(max_norm.is_finite() && max_norm > 0.0) {
+        return Err(Error::InvalidConfig(format!(
+            "clip_grad_norm: max_norm must be finite and > 0, got {max_norm}"
+        )));
+    }
     let total = grad_norm(backend, grads);
     let coef = max_norm / (total + 1e-6);
     if coef < 1.0 {
@@ -659,5 +672,5 @@ pub fn clip_grad_norm<B: Backend>(backend: &B, grads: &mut Gradients<B>, max_nor
             *t = backend.unary(UnaryOp::Affine(coef, 0.0), t);
         }
     }
-    total
+    Ok(total)
 }

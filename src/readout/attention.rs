@@ -52,8 +52,16 @@ impl<B: Backend> AttentionPooling<B> {
             )));
         }
         if let Some(nn) = &nn {
-            let (a, b) = (gate_nn.lins[0].in_features(), nn.lins[0].in_features());
-            if a != b {
+            let width = |m: &Mlp<B>| m.lins.first().map(|l| l.in_features());
+            let (a, b) = (width(&gate_nn), width(nn));
+            if b.is_none() {
+                return Err(Error::InvalidConfig(
+                    "AttentionPooling: nn has no layers".into(),
+                ));
+            }
+            if let (Some(a), Some(b)) = (a, b)
+                && a != b
+            {
                 return Err(Error::InvalidConfig(format!(
                     "AttentionPooling: gate_nn takes {a} channels but nn takes {b}"
                 )));

@@ -306,7 +306,14 @@ fn check_samples<B: Backend>(
     let classes = model.num_classes();
     let dense_width = match &model.input {
         Some(InputLayer::Linear(l)) => l.in_features(),
-        _ => model.convs[0].in_channels(),
+        _ => match model.convs.first() {
+            Some(conv) => conv.in_channels(),
+            None => {
+                return Err(Error::InvalidConfig(
+                    "a graph classifier needs at least one convolution".into(),
+                ));
+            }
+        },
     };
     for (i, s) in samples.iter().enumerate() {
         let named = |e: Error| match e {
@@ -514,7 +521,7 @@ pub fn train_graph_classifier<B: Backend>(
             }
             let mut grads = loss.backward()?;
             let norm = match cfg.clip_grad_norm {
-                Some(max_norm) => clip_grad_norm(&backend, &mut grads, max_norm),
+                Some(max_norm) => clip_grad_norm(&backend, &mut grads, max_norm)?,
                 None => grad_norm(&backend, &grads),
             };
             if !norm.is_finite() {
