@@ -438,3 +438,25 @@ fn lambda_max_estimate_agrees_with_exact() {
         );
     }
 }
+
+#[test]
+fn exact_spectrum_refuses_graphs_too_large_to_densify() {
+    use hdgcn::graph::spectral::EXACT_SPECTRUM_MAX_NODES;
+    let n = EXACT_SPECTRUM_MAX_NODES + 1;
+    let edges: Vec<(usize, usize)> = (1..n).flat_map(|i| [(i - 1, i), (i, i - 1)]).collect();
+    let g = Graph::from_edges(n, &edges).unwrap();
+    let err = g
+        .lambda_max(Normalization::Sym, &LambdaMax::Exact)
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(err.to_string().contains("LambdaMax::Estimate"), "{err}");
+    assert!(laplacian_eigen(&g, Normalization::Sym).is_err());
+    // The estimate still works at this size.
+    let estimate = LambdaMax::Estimate {
+        tol: 1e-3,
+        max_iter: 200,
+        seed: 0,
+    };
+    let est = g.lambda_max(Normalization::Sym, &estimate).unwrap();
+    assert!(est > 1.9 && est <= 2.0, "{est}");
+}

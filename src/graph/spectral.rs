@@ -15,8 +15,20 @@ pub struct Eigen {
     pub vectors: Array2<f64>,
 }
 
+/// The most nodes the dense eigensolvers here accept ([`laplacian_eigen`],
+/// `LambdaMax::Exact`): the dense `N x N` `f64` Laplacian is 3.2 GB at
+/// this size and the solve is `O(N³)`. Use [`LambdaMax::Estimate`](super::LambdaMax::Estimate) above it.
+pub const EXACT_SPECTRUM_MAX_NODES: usize = 20_000;
+
 /// The dense Laplacian in propagation form (see [`Graph::laplacian`]).
 fn dense_laplacian(g: &Graph, norm: Normalization) -> Result<Array2<f64>> {
+    let n = g.num_nodes();
+    if n > EXACT_SPECTRUM_MAX_NODES {
+        return Err(Error::InvalidConfig(format!(
+            "the exact spectrum of a {n}-node graph needs a dense {n} x {n} matrix; \
+             the limit is {EXACT_SPECTRUM_MAX_NODES} nodes (use LambdaMax::Estimate)"
+        )));
+    }
     Ok(g.laplacian(norm)?.to_dense())
 }
 
