@@ -23,8 +23,8 @@
 //!
 //! Write the WGSL entry point in the `shaders/` file of its group (it sees the
 //! prelude: `P` with `pu(i)`/`pf(i)` for parameters, `linear_id` for split
-//! dispatches), declare a [`Kernel`] for it next to the Rust function that
-//! calls [`Context::dispatch`], and run the backend suite
+//! dispatches), declare a `Kernel` for it next to the Rust function that
+//! calls `Context::dispatch`, and run the backend suite
 //! (`tests/backend_ops`), which compares every op with the CPU.
 
 mod context;
