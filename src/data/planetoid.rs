@@ -201,13 +201,17 @@ fn assemble(
     // min..=max range, tx rows placed at sorted[i] - min, as PyG does).
     let mut src: Vec<Src> = (0..allx.rows()).map(Src::All).collect();
     if name == "citeseer" {
-        // The range cannot span more nodes than the graph lists (a corrupt
-        // index would otherwise ask for an impossible allocation).
+        // The range cannot span more ids than the graph mentions (a
+        // corrupt index would otherwise ask for an impossible allocation).
         let len = (max - min).saturating_add(1);
-        if len > graph.len().max(tx.rows()) {
+        let graph_ids = graph
+            .iter()
+            .flat_map(|(u, nbrs)| std::iter::once(u).chain(nbrs))
+            .max()
+            .map_or(0, |&m| m.saturating_add(1));
+        if len > graph_ids.max(tx.rows()) {
             return Err(fmt(&format!(
-                "test.index spans ids {min}..={max}, more than the graph's {} nodes",
-                graph.len()
+                "test.index spans ids {min}..={max}, more than the graph's {graph_ids} node ids"
             )));
         }
         let mut ext = vec![Src::Zero; len];
