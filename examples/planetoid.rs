@@ -15,7 +15,7 @@ mod common;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use common::{Accuracies, Example, ModelKind, parse_runs};
+use common::{Accuracies, Example, ModelKind, flag_name, parse_runs};
 use hdgcn::attention::{MvcAttnConfig, Routing};
 use hdgcn::autograd::SparseMatrix;
 use hdgcn::backend::{Backend, Device};
@@ -205,21 +205,18 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         steps.extend(rep.step_ms);
     }
     let (tm, ts, vm) = acc.summary();
-    let split_kind = if full { "full" } else { "public" };
+    let (model_name, split_kind) = (flag_name(&model_kind), flag_name(&args.split));
     let step = median(&steps);
     let rss = peak_rss_mb().unwrap_or(f64::NAN);
     println!(
         "{} {} ({} split, {} runs): test accuracy {tm:.2} ± {ts:.2} %, val {vm:.2} %, \
          train step median {step:.3} ms, peak RSS {rss:.0} MiB",
-        data.name,
-        model_kind.as_str(),
-        split_kind,
-        args.runs
+        data.name, model_name, split_kind, args.runs
     );
     if args.json {
         let j = serde_json::json!({
             "dataset": data.name,
-            "model": model_kind.as_str(),
+            "model": model_name,
             "split": split_kind,
             "runs": args.runs,
             "k": if model_kind == ModelKind::Gcn { None } else { Some(k) },

@@ -17,7 +17,7 @@ mod common;
 use std::path::PathBuf;
 
 use clap::Parser;
-use common::{Accuracies, Example, ModelKind, parse_runs};
+use common::{Accuracies, Example, ModelKind, flag_name, parse_runs};
 use hdgcn::attention::{MvcAttnConfig, Routing};
 use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
@@ -260,13 +260,13 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
     println!(
         "{} {} ({} runs): test accuracy {tm:.2} ± {ts:.2} %, val {vm:.2} %, epoch median {ep:.2} s, peak RSS {rss:.0} MiB",
         corpus.name,
-        model_kind.as_str(),
+        flag_name(&model_kind),
         args.runs
     );
     if args.json {
         let j = serde_json::json!({
             "dataset": corpus.name,
-            "model": model_kind.as_str(),
+            "model": flag_name(&model_kind),
             "runs": args.runs,
             "k": k,
             "routing": args.routing.as_str(),

@@ -62,16 +62,12 @@ pub enum ModelKind {
     HdgcnStatic,
 }
 
-impl ModelKind {
-    /// The flag value, as the JSON summaries report it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ModelKind::Gcn => "gcn",
-            ModelKind::Cheb => "cheb",
-            ModelKind::Hdgcn => "hdgcn",
-            ModelKind::HdgcnStatic => "hdgcn-static",
-        }
-    }
+/// The flag value of `v` (clap's name for it), as the summaries report it.
+pub fn flag_name<T: ValueEnum>(v: &T) -> String {
+    v.to_possible_value()
+        .expect("no variant is skipped")
+        .get_name()
+        .to_owned()
 }
 
 /// `--runs`: a count of at least 1.

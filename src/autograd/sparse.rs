@@ -20,12 +20,6 @@ impl<B: Backend> SparseMatrix<B> {
     /// Uploads a sprs matrix of any float type (values converted to the
     /// backend's element type). Non-finite values are an error.
     pub fn from_csmat<T: Float>(backend: &B, m: &CsMat<T>) -> Result<Self> {
-        if let Some(&bad) = m.data().iter().find(|v| !v.is_finite()) {
-            return Err(Error::NonFinite {
-                what: "sparse matrix value".into(),
-                value: bad.to_f64_exact(),
-            });
-        }
         // Backends index rows and columns with u32.
         for (what, n) in [
             ("sparse matrix rows", m.rows()),
@@ -40,15 +34,21 @@ impl<B: Backend> SparseMatrix<B> {
             }
         }
         let conv: CsMat<B::Elem> = m.map(|&v| B::Elem::from_f64_lossy(v.to_f64_exact()));
-        // A finite value can still overflow the backend's element type.
+        // One pass after the conversion catches NaN and infinities as well
+        // as finite values that overflow the backend's element type.
         if let Some((&v, _)) = m
             .data()
             .iter()
             .zip(conv.data())
             .find(|(_, c)| !c.to_f64_exact().is_finite())
         {
+            let what = if v.is_finite() {
+                format!("sparse matrix value (overflows {})", B::Elem::NAME)
+            } else {
+                "sparse matrix value".into()
+            };
             return Err(Error::NonFinite {
-                what: format!("sparse matrix value (overflows {})", B::Elem::NAME),
+                what,
                 value: v.to_f64_exact(),
             });
         }
