@@ -1,7 +1,8 @@
 //! Document classification on the TextGCN corpora (R8, R52, MR, Ohsumed):
 //! one graph per document (distinct words as nodes, edges within a sliding
 //! window), word embeddings trained from scratch or read from a GloVe file,
-//! a graph convolution, the paper's gated readout and a linear classifier.
+//! a graph convolution, a readout (`--readout`, the paper's gated one by
+//! default) and a linear classifier.
 //!
 //! ```text
 //! cargo run --release --example text_classification -- --dataset r8 --model hdgcn-static --json
@@ -26,7 +27,9 @@ use hdgcn::data::data_root;
 use hdgcn::data::text::{TextCorpus, Vocab, doc_graph, load_glove, text_gcn_dir, validation_split};
 use hdgcn::models::{GraphClassifier, InputLayer};
 use hdgcn::nn::{Activation, Embedding, Linear};
-use hdgcn::readout::GatedReadout;
+use hdgcn::readout::{
+    AttentionPooling, GatedReadout, MaxReadout, MeanMaxReadout, MeanReadout, Readout, SumReadout,
+};
 use hdgcn::train::{
     GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, evaluate_graphs,
     train_graph_classifier,
@@ -63,6 +66,9 @@ struct Args {
     /// trained from scratch (1 as torch.nn.Embedding); ignored with --embeddings.
     #[arg(long, default_value_t = 1.0)]
     embed_init_std: f64,
+    /// Graph readout: gated (the paper's) | mean-max | mean | max | sum | attention.
+    #[arg(long, value_enum, ignore_case = true, default_value = "gated")]
+    readout: ReadoutKind,
     /// Sliding-window width for word co-occurrence edges.
     #[arg(long, default_value_t = 3)]
     window: usize,
@@ -122,6 +128,43 @@ struct Args {
     /// No progress bar, no per-run lines.
     #[arg(long)]
     quiet: bool,
+}
+
+/// The readouts `--readout` offers (`hdgcn::readout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ReadoutKind {
+    /// `GatedReadout`: sigmoid(f1) ⊙ tanh(f2), then mean + max (HDGCN, TextING).
+    Gated,
+    /// `MeanMaxReadout`: mean + max.
+    MeanMax,
+    /// `MeanReadout` (PyG `global_mean_pool`).
+    Mean,
+    /// `MaxReadout` (PyG `global_max_pool`).
+    Max,
+    /// `SumReadout` (PyG `global_add_pool`).
+    Sum,
+    /// `AttentionPooling` with a linear gate (PyG `AttentionalAggregation`).
+    Attention,
+}
+
+impl ReadoutKind {
+    fn build<B: Backend, R: rand::Rng>(
+        self,
+        backend: &B,
+        channels: usize,
+        rng: &mut R,
+    ) -> hdgcn::Result<Box<dyn Readout<B>>> {
+        Ok(match self {
+            ReadoutKind::Gated => Box::new(GatedReadout::new(backend, channels, rng)?),
+            ReadoutKind::MeanMax => Box::new(MeanMaxReadout),
+            ReadoutKind::Mean => Box::new(MeanReadout),
+            ReadoutKind::Max => Box::new(MaxReadout),
+            ReadoutKind::Sum => Box::new(SumReadout),
+            ReadoutKind::Attention => {
+                Box::new(AttentionPooling::linear(backend, channels, None, rng)?)
+            }
+        })
+    }
 }
 
 fn main() {
@@ -200,7 +243,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                 Box::new(cfg.build_static(backend, &mut rng)?)
             }
         };
-        let readout = Box::new(GatedReadout::new(backend, h, &mut rng)?);
+        let readout = args.readout.build(backend, h, &mut rng)?;
         let classifier = Linear::new(backend, h, corpus.num_classes(), true, &mut rng)?;
         let mut model = GraphClassifier::new(
             Some(InputLayer::Embedding(emb)),
@@ -274,6 +317,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "embed_dim": embed_dim,
             "embed_init_std": args.embed_init_std,
             "window": args.window,
+            "readout": flag_name(&args.readout),
             "test_acc_mean": tm,
             "test_acc_std": ts,
             "val_acc_mean": vm,
