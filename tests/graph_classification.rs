@@ -430,4 +430,14 @@ fn a_graph_classifier_without_convolutions_is_an_error_not_a_panic() {
         err.to_string().contains("at least one convolution"),
         "{err}"
     );
+    // The forward pass says the same instead of pooling the raw input.
+    let g =
+        DeviceGraph::from_batch(&cpu, &Batch::new(&[undirected(2, &[(0, 1)])]).unwrap()).unwrap();
+    let t = Tape::inference(&cpu);
+    let x = GraphInput::Features(Features::Dense(t.constant_array(&Array2::ones((2, 1)))));
+    let err = model.forward(&t, &g, &x).unwrap_err();
+    assert!(
+        err.to_string().contains("at least one convolution"),
+        "{err}"
+    );
 }

@@ -299,4 +299,12 @@ fn parameter_names() {
     nn.lins.clear();
     let err = AttentionPooling::new(gate, Some(nn)).unwrap_err();
     assert!(err.to_string().contains("nn has no layers"), "{err}");
+    // So is a gate emptied after construction, at the forward pass.
+    let mut pool = AttentionPooling::new(mlp(&[F, 1], &mut rng), None).unwrap();
+    pool.gate_nn.lins.clear();
+    let tape = Tape::inference(&cpu);
+    let h = tape.constant_array(&Array2::<f64>::ones((3, F)));
+    let seg = Segments::new(&cpu, &[0, 3]).unwrap();
+    let err = pool.forward(&tape, &h, &seg).unwrap_err();
+    assert!(err.to_string().contains("gate_nn has no layers"), "{err}");
 }

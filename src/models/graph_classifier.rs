@@ -136,11 +136,7 @@ impl<B: Backend> GraphClassifier<B> {
         dropout: f64,
         activation: Activation,
     ) -> Result<Self> {
-        let Some(first) = convs.first() else {
-            return Err(Error::InvalidConfig(
-                "a graph classifier needs at least one convolution".into(),
-            ));
-        };
+        let first = first_conv(&convs)?;
         if let Some(inp) = &input {
             if inp.out_channels() != first.in_channels() {
                 return Err(Error::InvalidConfig(format!(
@@ -217,6 +213,11 @@ impl<B: Backend> GraphClassifier<B> {
         Self::new(input, convs, readout, classifier, dropout, Activation::Relu)
     }
 
+    /// The first convolution; [`Error::InvalidConfig`] if `convs` was emptied.
+    pub(crate) fn first_conv(&self) -> Result<&dyn GraphConv<B>> {
+        first_conv(&self.convs)
+    }
+
     /// The backend the parameters live on.
     pub fn backend(&self) -> &B {
         self.classifier.weight.backend()
@@ -239,6 +240,7 @@ impl<B: Backend> GraphClassifier<B> {
         graph: &DeviceGraph<B>,
         x: &GraphInput<B>,
     ) -> Result<Var<B>> {
+        self.first_conv()?;
         let mut h = match (&self.input, x) {
             (Some(InputLayer::Embedding(e)), GraphInput::Tokens(idx)) => {
                 Features::Dense(e.forward(tape, idx)?)
@@ -283,6 +285,13 @@ impl<B: Backend> GraphClassifier<B> {
         let g = self.dropout.forward(&g)?;
         self.classifier.forward_on(tape, &Features::Dense(g))
     }
+}
+
+/// The first of `convs`; a classifier without convolutions is an error.
+fn first_conv<B: Backend>(convs: &[Box<dyn GraphConv<B>>]) -> Result<&dyn GraphConv<B>> {
+    convs.first().map(|c| c.as_ref()).ok_or_else(|| {
+        Error::InvalidConfig("a graph classifier needs at least one convolution".into())
+    })
 }
 
 impl<B: Backend> Module<B> for GraphClassifier<B> {

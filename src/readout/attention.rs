@@ -45,23 +45,26 @@ impl<B: Backend> AttentionPooling<B> {
     /// [`Error::InvalidConfig`] if `gate_nn` does not output one column or
     /// the two networks take different input widths.
     pub fn new(gate_nn: Mlp<B>, nn: Option<Mlp<B>>) -> Result<Self> {
-        let gate_out = gate_nn.lins.last().map(|l| l.out_features());
-        if gate_out != Some(1) {
+        let (Some(gate_first), Some(gate_last)) = (gate_nn.lins.first(), gate_nn.lins.last())
+        else {
+            return Err(Error::InvalidConfig(
+                "AttentionPooling: gate_nn has no layers".into(),
+            ));
+        };
+        if gate_last.out_features() != 1 {
             return Err(Error::InvalidConfig(format!(
-                "AttentionPooling: gate_nn must output 1 column, got {gate_out:?}"
+                "AttentionPooling: gate_nn must output 1 column, got {}",
+                gate_last.out_features()
             )));
         }
         if let Some(nn) = &nn {
-            let width = |m: &Mlp<B>| m.lins.first().map(|l| l.in_features());
-            let (a, b) = (width(&gate_nn), width(nn));
-            if b.is_none() {
+            let Some(nn_first) = nn.lins.first() else {
                 return Err(Error::InvalidConfig(
                     "AttentionPooling: nn has no layers".into(),
                 ));
-            }
-            if let (Some(a), Some(b)) = (a, b)
-                && a != b
-            {
+            };
+            let (a, b) = (gate_first.in_features(), nn_first.in_features());
+            if a != b {
                 return Err(Error::InvalidConfig(format!(
                     "AttentionPooling: gate_nn takes {a} channels but nn takes {b}"
                 )));
@@ -87,9 +90,9 @@ impl<B: Backend> AttentionPooling<B> {
         Self::new(gate, nn)
     }
 
-    /// Input width.
+    /// Input width (0 if `gate_nn`'s layers were removed after construction).
     pub fn in_channels(&self) -> usize {
-        self.gate_nn.lins[0].in_features()
+        self.gate_nn.lins.first().map_or(0, |l| l.in_features())
     }
 
     /// Per-node attention weights `N x 1` (each graph's weights sum to 1).
@@ -98,6 +101,11 @@ impl<B: Backend> AttentionPooling<B> {
     /// As [`Readout::forward`].
     pub fn attention(&self, tape: &Tape<B>, h: &Var<B>, seg: &Segments<B>) -> Result<Var<B>> {
         check_batch("AttentionPooling", h, seg)?;
+        if self.gate_nn.lins.is_empty() {
+            return Err(Error::InvalidConfig(
+                "AttentionPooling: gate_nn has no layers".into(),
+            ));
+        }
         check_width("AttentionPooling", h, self.in_channels())?;
         self.gate_nn
             .forward(tape, &Features::Dense(h.clone()))?

@@ -306,14 +306,7 @@ fn check_samples<B: Backend>(
     let classes = model.num_classes();
     let dense_width = match &model.input {
         Some(InputLayer::Linear(l)) => l.in_features(),
-        _ => match model.convs.first() {
-            Some(conv) => conv.in_channels(),
-            None => {
-                return Err(Error::InvalidConfig(
-                    "a graph classifier needs at least one convolution".into(),
-                ));
-            }
-        },
+        _ => model.first_conv()?.in_channels(),
     };
     for (i, s) in samples.iter().enumerate() {
         let named = |e: Error| match e {
