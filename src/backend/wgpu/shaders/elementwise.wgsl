@@ -81,7 +81,7 @@ fn normal_cdf(x: f32) -> f32 {
 // 6 exp, 7 log, 8 neg, 9 square, 10 affine(a, b).
 fn apply(op: u32, x: f32, s: f32, t: f32) -> f32 {
     switch op {
-        case 0u: { return select(x, 0.0, x < 0.0); } // NaN propagates, as on the CPU
+        case 0u: { return select(max(x, 0.0), x, is_nan_bits(x)); } // NaN propagates, as on the CPU
         case 1u: { return select(x * s, x, x > 0.0); }
         case 2u: { return select(s * expm1(x), x, x > 0.0); }
         case 3u: { return sigmoid(x); }

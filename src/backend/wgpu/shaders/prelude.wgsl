@@ -28,6 +28,14 @@ fn group_x(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.z * nwg.x;
 }
 
+// Whether `x` is NaN, read off its bits: a float comparison such as `x != x`
+// or `x < 0.0` may be compiled under the assumption that no NaN occurs
+// (the NVIDIA Vulkan driver turns `select(x, 0.0, x < 0.0)` into a max that
+// returns 0 for NaN), an integer test may not.
+fn is_nan_bits(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
 // The counter-based hash of `backend::rng` (bit-identical), shared by every
 // dropout kernel so that all backends draw the same masks.
 fn pcg_hash(x: u32) -> u32 {
