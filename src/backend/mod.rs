@@ -88,7 +88,9 @@ pub enum SegmentReduce {
     Sum,
     /// Mean of the segment's rows (zero for an empty segment).
     Mean,
-    /// Column-wise maximum (zero for an empty segment; gradient to the arg-max row).
+    /// Column-wise maximum (zero for an empty segment; gradient to the arg-max row,
+    /// the first one on ties). A NaN is the maximum of its column (the first
+    /// NaN, with the gradient), as in `torch.max`, so it is never hidden.
     Max,
 }
 

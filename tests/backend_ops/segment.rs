@@ -15,6 +15,7 @@ backend_tests!(
     reduce_large_batch,
     reduce_wide_rows_in_many_chunks,
     reduce_grad_matches_reference,
+    max_propagates_nan,
     softmax_matches_reference_and_sums_to_one,
     softmax_grad_matches_reference,
     broadcast_matches_reference,
@@ -153,6 +154,40 @@ fn reduce_grad_matches_reference<B: Backend<Elem = f32>>(b: &B) {
             assert_close(&format!("{what} {op:?} grad"), &got, &want);
         }
     }
+}
+
+fn max_propagates_nan<B: Backend<Elem = f32>>(b: &B) {
+    // As torch.max: a NaN anywhere in a segment is its maximum, and the
+    // gradient goes to the first NaN. Column 0 of the short segment has a
+    // NaN after its largest number, column 1 two NaNs; the long segment
+    // (split into chunks on the GPU) has one NaN deep inside.
+    let ptr = offsets(&[5, 20_000]);
+    let mut x = distinct(20_005, 2, 41, 0.5);
+    x[[0, 0]] = 100.0;
+    x[[3, 0]] = f64::NAN;
+    x[[1, 1]] = f64::NAN;
+    x[[4, 1]] = f64::NAN;
+    x[[17_777, 1]] = f64::NAN;
+    let p = b.index_from_slice(&ptr);
+    let (max, arg) = b.segment_reduce(&up(b, &x), &p, SegmentReduce::Max);
+    let max = down(b, &max);
+    for (g, c) in [(0, 0), (0, 1), (1, 1)] {
+        assert!(
+            max[[g, c]].is_nan(),
+            "max of segment {g}, column {c} = {}",
+            max[[g, c]]
+        );
+    }
+    assert!(!max[[1, 0]].is_nan(), "segment 1, column 0 has no NaN");
+    let dy = Array2::from_elem((2, 2), 1.0);
+    let grad = down(
+        b,
+        &b.segment_reduce_grad(&up(b, &dy), &p, SegmentReduce::Max, arg.as_ref(), 20_005),
+    );
+    for (row, c) in [(3, 0), (1, 1), (17_777, 1)] {
+        assert_eq!(grad[[row, c]], 1.0, "gradient of row {row}, column {c}");
+    }
+    assert_eq!(grad.sum(), 4.0, "one row per segment and column");
 }
 
 /// Per segment and column, the sum of `y` over the segment's rows.

@@ -112,7 +112,10 @@ pub(crate) fn segment_reduce<F: Float>(
                 for c in 0..cols {
                     let mut best = a;
                     for i in a + 1..b {
-                        if x[[i, c]] > x[[best, c]] {
+                        // NaN wins, as in torch.max: a NaN in a segment is
+                        // its maximum (the first NaN), not skipped.
+                        let (v, bv) = (x[[i, c]], x[[best, c]]);
+                        if v > bv || (v.is_nan() && !bv.is_nan()) {
                             best = i;
                         }
                     }

@@ -109,8 +109,15 @@ fn chunk_sum(
 
 // Whether candidate (v, i) beats the best so far (bv, bi): larger, or equal
 // with a smaller row (the first maximum, as a sequential scan finds it).
+// NaN beats every number (the first NaN wins), as on the CPU and in
+// torch.max; it is tested on the bits, before any float comparison.
 fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
-    return i != NONE && (bi == NONE || v > bv || (v == bv && i < bi));
+    if (i == NONE) { return false; }
+    if (bi == NONE) { return true; }
+    let vn = is_nan_bits(v);
+    let bn = is_nan_bits(bv);
+    if (vn || bn) { return vn && (!bn || i < bi); }
+    return v > bv || (v == bv && i < bi);
 }
 
 // chunk_max: out[w, e] = max over rows, out_idx[w, e] = its row (0 and NONE
