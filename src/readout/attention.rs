@@ -6,7 +6,7 @@ use super::{Readout, check_batch, check_width};
 use crate::autograd::{Segments, Tape, Var};
 use crate::backend::{Backend, SegmentReduce};
 use crate::error::{Error, Result};
-use crate::nn::{Activation, Features, Mlp, Module, ParamVisitor};
+use crate::nn::{Activation, Features, Linear, Mlp, Module, ParamVisitor};
 
 /// Soft-attention pooling (Li et al., 2016; PyG `AttentionalAggregation`):
 ///
@@ -45,12 +45,8 @@ impl<B: Backend> AttentionPooling<B> {
     /// [`Error::InvalidConfig`] if `gate_nn` does not output one column or
     /// the two networks take different input widths.
     pub fn new(gate_nn: Mlp<B>, nn: Option<Mlp<B>>) -> Result<Self> {
-        let (Some(gate_first), Some(gate_last)) = (gate_nn.lins.first(), gate_nn.lins.last())
-        else {
-            return Err(Error::InvalidConfig(
-                "AttentionPooling: gate_nn has no layers".into(),
-            ));
-        };
+        let gate_first = first_layer(&gate_nn, "gate_nn")?;
+        let gate_last = gate_nn.lins.last().unwrap_or(gate_first);
         if gate_last.out_features() != 1 {
             return Err(Error::InvalidConfig(format!(
                 "AttentionPooling: gate_nn must output 1 column, got {}",
@@ -58,12 +54,10 @@ impl<B: Backend> AttentionPooling<B> {
             )));
         }
         if let Some(nn) = &nn {
-            let Some(nn_first) = nn.lins.first() else {
-                return Err(Error::InvalidConfig(
-                    "AttentionPooling: nn has no layers".into(),
-                ));
-            };
-            let (a, b) = (gate_first.in_features(), nn_first.in_features());
+            let (a, b) = (
+                gate_first.in_features(),
+                first_layer(nn, "nn")?.in_features(),
+            );
             if a != b {
                 return Err(Error::InvalidConfig(format!(
                     "AttentionPooling: gate_nn takes {a} channels but nn takes {b}"
@@ -101,16 +95,20 @@ impl<B: Backend> AttentionPooling<B> {
     /// As [`Readout::forward`].
     pub fn attention(&self, tape: &Tape<B>, h: &Var<B>, seg: &Segments<B>) -> Result<Var<B>> {
         check_batch("AttentionPooling", h, seg)?;
-        if self.gate_nn.lins.is_empty() {
-            return Err(Error::InvalidConfig(
-                "AttentionPooling: gate_nn has no layers".into(),
-            ));
-        }
-        check_width("AttentionPooling", h, self.in_channels())?;
+        let width = first_layer(&self.gate_nn, "gate_nn")?.in_features();
+        check_width("AttentionPooling", h, width)?;
         self.gate_nn
             .forward(tape, &Features::Dense(h.clone()))?
             .segment_softmax(seg)
     }
+}
+
+/// The first layer of `mlp`; an MLP without layers (emptied after
+/// construction, say) is [`Error::InvalidConfig`] naming `which`.
+fn first_layer<'a, B: Backend>(mlp: &'a Mlp<B>, which: &str) -> Result<&'a Linear<B>> {
+    mlp.lins
+        .first()
+        .ok_or_else(|| Error::InvalidConfig(format!("AttentionPooling: {which} has no layers")))
 }
 
 impl<B: Backend> Module<B> for AttentionPooling<B> {
