@@ -134,6 +134,42 @@ fn gradcheck_binary_with_broadcasting() {
     }
 }
 
+/// One operand a constant: the backward pass then builds only the other
+/// operand's gradient (and may hand it `g` without a copy).
+#[test]
+fn gradcheck_binary_with_one_constant_operand() {
+    let mut rng = StdRng::seed_from_u64(13);
+    let shapes = [(3, 4), (1, 4), (3, 1), (1, 1)];
+    for &sc in &shapes {
+        for &sv in &shapes {
+            if sc != (3, 4) && sv != (3, 4) && sc != sv {
+                continue; // (1, 4) against (3, 1) does not broadcast to one side
+            }
+            let x = rand_mat(&mut rng, sv.0, sv.1).mapv(|v| v.signum() * (v.abs() + 0.5));
+            let c = rand_mat(&mut rng, sc.0, sc.1).mapv(|v| v.signum() * (v.abs() + 0.5));
+            for name in ["add", "sub", "mul", "div"] {
+                for const_left in [false, true] {
+                    let f = |_: &_, v: &[Var<Cpu<f64>>]| {
+                        let k = v[0].tape().constant_array(&c);
+                        let (l, r) = if const_left { (&k, &v[0]) } else { (&v[0], &k) };
+                        let out = match name {
+                            "add" => l.add(r),
+                            "sub" => l.sub(r),
+                            "mul" => l.mul(r),
+                            _ => l.div(r),
+                        }?;
+                        weigh(&out, 8)
+                    };
+                    assert_ok(
+                        &format!("{name} var {sv:?}, const {sc:?}, const left {const_left}"),
+                        check_inputs(std::slice::from_ref(&x), f, H).unwrap(),
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn gradcheck_unary_maps() {
     let mut rng = StdRng::seed_from_u64(4);

@@ -312,28 +312,54 @@ impl<B: Backend> Tape<B> {
                 }
                 &Op::Binary { op, a, b: bb } => {
                     let (av, bv) = (val(a), val(bb));
-                    let (ra, ca) = b.shape(av);
-                    let (rb, cb) = b.shape(bv);
-                    let da = match op {
-                        BinaryOp::Add | BinaryOp::Sub => g.clone(),
-                        BinaryOp::Mul => b.binary(BinaryOp::Mul, &g, bv),
-                        BinaryOp::Div => b.binary(BinaryOp::Div, &g, bv),
+                    let (sa, sb) = (b.shape(av), b.shape(bv));
+                    let (need_a, need_b) = (nodes[a].requires_grad, nodes[bb].requires_grad);
+                    // Fits a gradient to an operand's shape: a gradient of
+                    // that shape is used as it is, a broadcast one is
+                    // summed down, so no full-size copy is made here.
+                    let fit = |t: B::Tensor, (r, c): (usize, usize)| {
+                        if b.shape(&t) == (r, c) {
+                            t
+                        } else {
+                            b.sum_to(&t, r, c)
+                        }
                     };
-                    if nodes[a].requires_grad {
-                        acc(a, b.sum_to(&da, ra, ca), &mut grads);
-                    }
-                    if nodes[bb].requires_grad {
+                    // `b`'s gradient is built first, from `&g`, so that
+                    // `a`'s can take `g` itself (an `Add` copies `g` only
+                    // when both operands need it at full size).
+                    let mut g = Some(g);
+                    if need_b {
+                        let gr = g.as_ref().expect("g is taken below only");
                         let db = match op {
-                            BinaryOp::Add => g,
-                            BinaryOp::Sub => b.unary(UnaryOp::Neg, &g),
-                            BinaryOp::Mul => b.binary(BinaryOp::Mul, &g, av),
+                            BinaryOp::Add if need_a => {
+                                if b.shape(gr) == sb {
+                                    gr.clone()
+                                } else {
+                                    b.sum_to(gr, sb.0, sb.1)
+                                }
+                            }
+                            BinaryOp::Add => fit(g.take().expect("not taken yet"), sb),
+                            BinaryOp::Sub => fit(b.unary(UnaryOp::Neg, gr), sb),
+                            BinaryOp::Mul => fit(b.binary(BinaryOp::Mul, gr, av), sb),
                             // d(a/b)/db = -(a/b)/b * g = -out * g / b
                             BinaryOp::Div => {
-                                let t = b.binary(BinaryOp::Mul, &da, &node.value);
-                                b.unary(UnaryOp::Neg, &t)
+                                let t = b.binary(BinaryOp::Div, gr, bv);
+                                let t = b.binary(BinaryOp::Mul, &t, &node.value);
+                                fit(b.unary(UnaryOp::Neg, &t), sb)
                             }
                         };
-                        acc(bb, b.sum_to(&db, rb, cb), &mut grads);
+                        acc(bb, db, &mut grads);
+                    }
+                    if need_a {
+                        let g = g
+                            .take()
+                            .expect("taken above only when `a` needs no gradient");
+                        let da = match op {
+                            BinaryOp::Add | BinaryOp::Sub => g,
+                            BinaryOp::Mul => b.binary(BinaryOp::Mul, &g, bv),
+                            BinaryOp::Div => b.binary(BinaryOp::Div, &g, bv),
+                        };
+                        acc(a, fit(da, sa), &mut grads);
                     }
                 }
                 &Op::Unary { op, x } => {

@@ -20,62 +20,94 @@ fn c<F: Float>(v: f64) -> F {
     F::from_f64_lossy(v)
 }
 
-pub(crate) fn binary<F: Float>(op: BinaryOp, a: &Array2<F>, b: &Array2<F>) -> Array2<F> {
+/// `f` applied to every element. The op is matched once per call, outside
+/// this loop, so that each op's loop is compiled (and vectorised) on its own.
+fn map<F: Float>(x: &Array2<F>, f: impl Fn(F) -> F) -> Array2<F> {
+    std_layout(x.mapv(f))
+}
+
+/// `f(a, b)` element by element, with broadcasting.
+fn zip_map<F: Float>(a: &Array2<F>, b: &Array2<F>, f: impl Fn(F, F) -> F) -> Array2<F> {
+    if a.dim() == b.dim() {
+        if let (Some(xs), Some(ys)) = (a.as_slice(), b.as_slice()) {
+            let out = xs.iter().zip(ys).map(|(&x, &y)| f(x, y)).collect();
+            return Array2::from_shape_vec(a.dim(), out).expect("same length");
+        }
+        return std_layout(Zip::from(a).and(b).map_collect(|&x, &y| f(x, y)));
+    }
     let shape = (
         broadcast_dim(a.nrows(), b.nrows()),
         broadcast_dim(a.ncols(), b.ncols()),
     );
-    let f = |x: F, y: F| match op {
-        BinaryOp::Add => x + y,
-        BinaryOp::Sub => x - y,
-        BinaryOp::Mul => x * y,
-        BinaryOp::Div => x / y,
-    };
-    if a.dim() == b.dim() {
-        let mut out = a.clone();
-        out.zip_mut_with(b, |x, &y| *x = f(*x, y));
-        return out;
-    }
     let av = a.broadcast(shape).expect("broadcast checked by caller");
     let bv = b.broadcast(shape).expect("broadcast checked by caller");
     std_layout(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
 }
 
+pub(crate) fn binary<F: Float>(op: BinaryOp, a: &Array2<F>, b: &Array2<F>) -> Array2<F> {
+    match op {
+        BinaryOp::Add => zip_map(a, b, |x, y| x + y),
+        BinaryOp::Sub => zip_map(a, b, |x, y| x - y),
+        BinaryOp::Mul => zip_map(a, b, |x, y| x * y),
+        BinaryOp::Div => zip_map(a, b, |x, y| x / y),
+    }
+}
+
 pub(crate) fn unary<F: Float>(op: UnaryOp, x: &Array2<F>) -> Array2<F> {
-    let half = c::<F>(0.5);
-    let inv_sqrt2 = c::<F>(std::f64::consts::FRAC_1_SQRT_2);
-    x.mapv(|v| match op {
+    let zero = F::zero();
+    match op {
         // Not `v.max(0)`, which turns NaN into 0: NaN propagates, as in PyTorch.
-        UnaryOp::Relu => {
-            if v < F::zero() {
-                F::zero()
-            } else {
-                v
-            }
-        }
+        UnaryOp::Relu => map(x, |v| if v < zero { zero } else { v }),
         UnaryOp::LeakyRelu(s) => {
-            if v > F::zero() {
-                v
-            } else {
-                v * c(s)
-            }
+            let s = c::<F>(s);
+            map(x, |v| if v > zero { v } else { v * s })
         }
         UnaryOp::Elu(a) => {
-            if v > F::zero() {
-                v
-            } else {
-                c::<F>(a) * v.exp_m1()
-            }
+            let a = c::<F>(a);
+            map(x, |v| if v > zero { v } else { a * v.exp_m1() })
         }
-        UnaryOp::Sigmoid => sigmoid(v),
-        UnaryOp::Tanh => v.tanh(),
-        UnaryOp::Gelu => v * half * (F::one() + (v * inv_sqrt2).erf()),
-        UnaryOp::Exp => v.exp(),
-        UnaryOp::Log => v.ln(),
-        UnaryOp::Neg => -v,
-        UnaryOp::Square => v * v,
-        UnaryOp::Affine(a, b) => c::<F>(a) * v + c::<F>(b),
-    })
+        UnaryOp::Sigmoid => map(x, sigmoid),
+        UnaryOp::Tanh => map(x, |v| v.tanh()),
+        UnaryOp::Gelu => {
+            let half = c::<F>(0.5);
+            let inv_sqrt2 = c::<F>(std::f64::consts::FRAC_1_SQRT_2);
+            map(x, |v| v * half * (F::one() + (v * inv_sqrt2).erf()))
+        }
+        UnaryOp::Exp => map(x, |v| v.exp()),
+        UnaryOp::Log => map(x, |v| v.ln()),
+        UnaryOp::Neg => map(x, |v| -v),
+        UnaryOp::Square => map(x, |v| v * v),
+        UnaryOp::Affine(a, b) => {
+            let (a, b) = (c::<F>(a), c::<F>(b));
+            map(x, |v| a * v + b)
+        }
+    }
+}
+
+/// `dy * d(x, y)` element by element, `d` the op's derivative at input `x`
+/// with output `y`; matched once per call like [`map`].
+fn grad_map<F: Float>(
+    x: &Array2<F>,
+    y: &Array2<F>,
+    dy: &Array2<F>,
+    d: impl Fn(F, F) -> F,
+) -> Array2<F> {
+    // Plain slices when all three are row-major: ndarray's four-way `Zip`
+    // is not vectorised, and this is a large part of every backward pass.
+    if let (Some(gs), Some(xs), Some(ys)) = (dy.as_slice(), x.as_slice(), y.as_slice()) {
+        let out = gs
+            .iter()
+            .zip(xs.iter().zip(ys))
+            .map(|(&g, (&x, &y))| g * d(x, y))
+            .collect();
+        return Array2::from_shape_vec(dy.dim(), out).expect("same length");
+    }
+    std_layout(
+        Zip::from(dy)
+            .and(x)
+            .and(y)
+            .map_collect(|&g, &x, &y| g * d(x, y)),
+    )
 }
 
 pub(crate) fn unary_grad<F: Float>(
@@ -84,48 +116,39 @@ pub(crate) fn unary_grad<F: Float>(
     y: &Array2<F>,
     dy: &Array2<F>,
 ) -> Array2<F> {
-    let half = c::<F>(0.5);
-    let inv_sqrt2 = c::<F>(std::f64::consts::FRAC_1_SQRT_2);
-    let inv_sqrt2pi = c::<F>(1.0 / (2.0 * std::f64::consts::PI).sqrt());
-    let two = c::<F>(2.0);
-    let mut out = dy.clone();
-    Zip::from(&mut out).and(x).and(y).for_each(|g, &x, &y| {
-        let d = match op {
-            UnaryOp::Relu => {
-                if x > F::zero() {
-                    F::one()
-                } else {
-                    F::zero()
-                }
-            }
-            UnaryOp::LeakyRelu(s) => {
-                if x > F::zero() {
-                    F::one()
-                } else {
-                    c(s)
-                }
-            }
-            UnaryOp::Elu(a) => {
-                if x > F::zero() {
-                    F::one()
-                } else {
-                    y + c::<F>(a)
-                }
-            }
-            UnaryOp::Sigmoid => y * (F::one() - y),
-            UnaryOp::Tanh => F::one() - y * y,
-            UnaryOp::Gelu => {
-                let cdf = half * (F::one() + (x * inv_sqrt2).erf());
+    let (zero, one) = (F::zero(), F::one());
+    match op {
+        UnaryOp::Relu => grad_map(x, y, dy, |x, _| if x > zero { one } else { zero }),
+        UnaryOp::LeakyRelu(s) => {
+            let s = c::<F>(s);
+            grad_map(x, y, dy, |x, _| if x > zero { one } else { s })
+        }
+        UnaryOp::Elu(a) => {
+            let a = c::<F>(a);
+            grad_map(x, y, dy, |x, y| if x > zero { one } else { y + a })
+        }
+        UnaryOp::Sigmoid => grad_map(x, y, dy, |_, y| y * (one - y)),
+        UnaryOp::Tanh => grad_map(x, y, dy, |_, y| one - y * y),
+        UnaryOp::Gelu => {
+            let half = c::<F>(0.5);
+            let inv_sqrt2 = c::<F>(std::f64::consts::FRAC_1_SQRT_2);
+            let inv_sqrt2pi = c::<F>(1.0 / (2.0 * std::f64::consts::PI).sqrt());
+            grad_map(x, y, dy, |x, _| {
+                let cdf = half * (one + (x * inv_sqrt2).erf());
                 let pdf = (-half * x * x).exp() * inv_sqrt2pi;
                 cdf + x * pdf
-            }
-            UnaryOp::Exp => y,
-            UnaryOp::Log => F::one() / x,
-            UnaryOp::Neg => -F::one(),
-            UnaryOp::Square => two * x,
-            UnaryOp::Affine(a, _) => c(a),
-        };
-        *g *= d;
-    });
-    out
+            })
+        }
+        UnaryOp::Exp => grad_map(x, y, dy, |_, y| y),
+        UnaryOp::Log => grad_map(x, y, dy, |x, _| one / x),
+        UnaryOp::Neg => grad_map(x, y, dy, |_, _| -one),
+        UnaryOp::Square => {
+            let two = c::<F>(2.0);
+            grad_map(x, y, dy, |x, _| two * x)
+        }
+        UnaryOp::Affine(a, _) => {
+            let a = c::<F>(a);
+            grad_map(x, y, dy, |_, _| a)
+        }
+    }
 }

@@ -151,13 +151,15 @@ impl<F: Float> Backend for Cpu<F> {
     }
 
     fn sum_to(&self, t: &Array2<F>, rows: usize, cols: usize) -> Array2<F> {
-        let mut out = t.clone();
-        if rows == 1 && out.nrows() != 1 {
-            out = out.sum_axis(NdAxis(0)).insert_axis(NdAxis(0));
-        }
-        if cols == 1 && out.ncols() != 1 {
-            out = out.sum_axis(NdAxis(1)).insert_axis(NdAxis(1));
-        }
+        // Sums straight from `t`: a copy is made only when nothing is summed.
+        let summed_rows =
+            (rows == 1 && t.nrows() != 1).then(|| t.sum_axis(NdAxis(0)).insert_axis(NdAxis(0)));
+        let src = summed_rows.as_ref().unwrap_or(t);
+        let out = if cols == 1 && src.ncols() != 1 {
+            src.sum_axis(NdAxis(1)).insert_axis(NdAxis(1))
+        } else {
+            summed_rows.unwrap_or_else(|| t.clone())
+        };
         std_layout(out)
     }
 
