@@ -5,7 +5,7 @@
 use hdgcn::Error;
 use hdgcn::autograd::gradcheck::check_inputs;
 use hdgcn::autograd::{Segments, Tape, Var};
-use hdgcn::backend::Cpu;
+use hdgcn::backend::{Axis, Cpu};
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
@@ -123,6 +123,88 @@ fn large_inputs_take_the_parallel_paths_and_agree() {
         for c in 0..d {
             let want: f64 = (0..M).map(|j| ea[[v, j]] * q[[gv * M + j, c]]).sum();
             assert!((mix[[v, c]] - want).abs() < 1e-10);
+        }
+    }
+}
+
+/// Graphs of a few hundred nodes and more run as one matrix product per
+/// graph; a batch of small graphs as row loops. Both paths, forward and
+/// backward (which uses `segment_mix_add` too), against the same products
+/// written with dense `matmul`s per graph.
+#[test]
+fn large_and_many_small_graphs_match_dense_products_with_gradients() {
+    let cpu = Cpu::<f64>::new();
+    let d = 12;
+    let many_small: Vec<usize> = (0..=60).map(|i| i * 50).collect();
+    for ptr in [vec![0, 1000], vec![0, 700, 700, 1300], many_small] {
+        let (n, g) = (*ptr.last().unwrap(), ptr.len() - 1);
+        let mut rng = StdRng::seed_from_u64(n as u64 + g as u64);
+        let (k, q, u) = (
+            rand_mat(&mut rng, n, d),
+            rand_mat(&mut rng, g * M, d),
+            rand_mat(&mut rng, g * M, d),
+        );
+        let seg = Segments::new(&cpu, &ptr).unwrap();
+        // Segment ops: scores E, then E U and Eᵀ K per graph.
+        let tape = Tape::new(&cpu);
+        let (kv, qv, uv) = (
+            tape.input(k.clone()),
+            tape.input(q.clone()),
+            tape.input(u.clone()),
+        );
+        let e = kv.segment_scores(&qv, &seg, M).unwrap();
+        let mix = e.segment_mix(&uv, &seg).unwrap();
+        let ws = e.segment_weighted_sum(&kv, &seg).unwrap();
+        let loss = weigh(&mix, 1)
+            .unwrap()
+            .add(&weigh(&ws, 2).unwrap())
+            .unwrap();
+        let grads = loss.backward().unwrap();
+        let got = [grads.wrt(&kv), grads.wrt(&qv), grads.wrt(&uv)].map(|t| t.unwrap().clone());
+        let (mix, ws) = (mix.to_array(), ws.to_array());
+        // The same with dense products, graph by graph.
+        let tape = Tape::new(&cpu);
+        let (kd, qd, ud) = (
+            tape.input(k.clone()),
+            tape.input(q.clone()),
+            tape.input(u.clone()),
+        );
+        let (mut mix_parts, mut ws_parts) = (Vec::new(), Vec::new());
+        for gi in 0..g {
+            let (lo, hi) = (ptr[gi], ptr[gi + 1]);
+            let qg = qd.slice(Axis::Rows, gi * M, (gi + 1) * M).unwrap();
+            let ug = ud.slice(Axis::Rows, gi * M, (gi + 1) * M).unwrap();
+            if hi == lo {
+                ws_parts.push(qg.scale(0.0));
+                continue;
+            }
+            let kg = kd.slice(Axis::Rows, lo, hi).unwrap();
+            let eg = kg.matmul_t(&qg, false, true).unwrap();
+            mix_parts.push(eg.matmul(&ug).unwrap());
+            ws_parts.push(eg.matmul_t(&kg, true, false).unwrap());
+        }
+        let mix_d = Var::concat(&mix_parts.iter().collect::<Vec<_>>(), Axis::Rows).unwrap();
+        let ws_d = Var::concat(&ws_parts.iter().collect::<Vec<_>>(), Axis::Rows).unwrap();
+        let loss_d = weigh(&mix_d, 1)
+            .unwrap()
+            .add(&weigh(&ws_d, 2).unwrap())
+            .unwrap();
+        let grads_d = loss_d.backward().unwrap();
+        let want =
+            [grads_d.wrt(&kd), grads_d.wrt(&qd), grads_d.wrt(&ud)].map(|t| t.unwrap().clone());
+        let close = |a: &Array2<f64>, b: &Array2<f64>| {
+            a.dim() == b.dim()
+                && a.iter()
+                    .zip(b)
+                    .all(|(x, y)| (x - y).abs() <= 1e-9 * (1.0 + y.abs()))
+        };
+        assert!(close(&mix, &mix_d.to_array()), "{ptr:?}: segment_mix");
+        assert!(
+            close(&ws, &ws_d.to_array()),
+            "{ptr:?}: segment_weighted_sum"
+        );
+        for (name, (a, b)) in ["k", "q", "u"].iter().zip(got.iter().zip(&want)) {
+            assert!(close(a, b), "{ptr:?}: gradient of {name}");
         }
     }
 }

@@ -325,6 +325,19 @@ impl<F: Float> Backend for Cpu<F> {
         segment::segment_mix(a, u, ptr)
     }
 
+    fn segment_mix_add(
+        &self,
+        acc: &mut Array2<F>,
+        a: &Array2<F>,
+        u: &Array2<F>,
+        ptr: &Arc<Vec<u32>>,
+    ) {
+        if !acc.is_standard_layout() {
+            *acc = std_layout(std::mem::take(acc));
+        }
+        segment::segment_mix_add(acc, a, u, ptr)
+    }
+
     fn segment_weighted_sum(&self, a: &Array2<F>, x: &Array2<F>, ptr: &Arc<Vec<u32>>) -> Array2<F> {
         segment::segment_weighted_sum(a, x, ptr)
     }

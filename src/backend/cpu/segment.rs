@@ -4,7 +4,8 @@
 //! supernode tensors are `(G·M) x c` with graph `g` owning rows
 //! `g·M..(g+1)·M`. Every kernel costs `O(N·M·c)` and never forms `N x N`.
 
-use ndarray::Array2;
+use ndarray::linalg::general_mat_mul;
+use ndarray::{Array2, s};
 use rayon::prelude::*;
 
 use super::sparse::PAR_THRESHOLD;
@@ -12,6 +13,25 @@ use crate::float::Float;
 
 /// Rows per parallel task.
 const ROWS_PER_TASK: usize = 256;
+
+/// Mean rows per segment from which the kernels run one matrix product per
+/// segment (`matrixmultiply`, cache-blocked and itself multithreaded)
+/// instead of their row loops. Below it (a batch of small documents) the
+/// row loops, parallel over the whole batch, are faster.
+const GEMM_MEAN_ROWS: usize = 256;
+
+/// The `(lo, hi)` row range of every segment when they are large enough for
+/// the per-segment matrix products, `None` otherwise.
+fn gemm_segments(ptr: &[u32]) -> Option<impl Iterator<Item = (usize, usize, usize)> + '_> {
+    let segs = ptr.len().saturating_sub(1);
+    let n = ptr.last().copied().unwrap_or(0) as usize;
+    (segs > 0 && n / segs >= GEMM_MEAN_ROWS).then(|| {
+        ptr.windows(2)
+            .enumerate()
+            .map(|(g, w)| (g, w[0] as usize, w[1] as usize))
+            .filter(|&(_, lo, hi)| hi > lo)
+    })
+}
 
 /// The segment holding row `v` (the last of several equal offsets, so that
 /// empty segments are skipped).
@@ -92,6 +112,20 @@ pub(crate) fn segment_scores<F: Float>(
     m: usize,
 ) -> Array2<F> {
     let (n, d) = k.dim();
+    if let Some(segs) = gemm_segments(ptr) {
+        // Graph g's block is K_g Q_gᵀ.
+        let mut out = Array2::zeros((n, m));
+        for (g, lo, hi) in segs {
+            general_mat_mul(
+                F::one(),
+                &k.slice(s![lo..hi, ..]),
+                &q.slice(s![g * m..(g + 1) * m, ..]).t(),
+                F::zero(),
+                &mut out.slice_mut(s![lo..hi, ..]),
+            );
+        }
+        return out;
+    }
     let (ks, qs) = (slice_of(k), slice_of(q));
     let mut out = vec![F::zero(); n * m];
     for_each_row(&mut out, m, ptr, n * m * d, |v, g, row| {
@@ -120,6 +154,19 @@ pub(crate) fn segment_mix_add<F: Float>(
 ) {
     let (n, m) = a.dim();
     let h = u.ncols();
+    if let Some(segs) = gemm_segments(ptr) {
+        // Graph g's block gains A_g U_g.
+        for (g, lo, hi) in segs {
+            general_mat_mul(
+                F::one(),
+                &a.slice(s![lo..hi, ..]),
+                &u.slice(s![g * m..(g + 1) * m, ..]),
+                F::one(),
+                &mut acc.slice_mut(s![lo..hi, ..]),
+            );
+        }
+        return;
+    }
     let (as_, us) = (slice_of(a), slice_of(u));
     let out = acc
         .as_slice_mut()
@@ -152,6 +199,20 @@ pub(crate) fn segment_weighted_sum<F: Float>(
     let (n, m) = a.dim();
     let h = x.ncols();
     let segs = ptr.len() - 1;
+    if let Some(blocks) = gemm_segments(ptr) {
+        // Graph g's block is A_gᵀ X_g.
+        let mut out = Array2::zeros((segs * m, h));
+        for (g, lo, hi) in blocks {
+            general_mat_mul(
+                F::one(),
+                &a.slice(s![lo..hi, ..]).t(),
+                &x.slice(s![lo..hi, ..]),
+                F::zero(),
+                &mut out.slice_mut(s![g * m..(g + 1) * m, ..]),
+            );
+        }
+        return out;
+    }
     let (as_, xs) = (slice_of(a), slice_of(x));
     let mut out = vec![F::zero(); segs * m * h];
     if m == 0 || h == 0 {
