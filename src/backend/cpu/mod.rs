@@ -41,6 +41,37 @@ impl<F: Float> Cpu<F> {
     }
 }
 
+/// Multiply-adds from which [`dense_matmul`] splits its output rows over
+/// threads.
+const MATMUL_PAR_WORK: usize = 1 << 20;
+
+/// `a · b` with `matrixmultiply`'s single-threaded kernel on blocks of
+/// output rows, spread over rayon's threads (the caller joins in, see
+/// `parallel.rs`). `matrixmultiply`'s own threading is not used: its
+/// separate pool competed with rayon's for the cores, and products the
+/// size of a GNN layer's ran no faster on it.
+fn dense_matmul<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>) -> Array2<F> {
+    let (m, k) = a.dim();
+    let n = b.ncols();
+    let mut out = Array2::zeros((m, n));
+    let threads = rayon::current_num_threads();
+    if m * n * k < MATMUL_PAR_WORK || threads < 2 || m < 2 || n == 0 {
+        ndarray::linalg::general_mat_mul(F::one(), &a, &b, F::zero(), &mut out);
+        return out;
+    }
+    // Two blocks per thread for balance, rows rounded up to a multiple of 8
+    // (the kernel's register block).
+    let rows = m.div_ceil(2 * threads).next_multiple_of(8).min(m);
+    let data = out.as_slice_mut().expect("fresh array is standard layout");
+    parallel::for_each_chunk(data, rows * n, |i, chunk| {
+        let lo = i * rows;
+        let hi = lo + chunk.len() / n;
+        let mut o = ndarray::ArrayViewMut2::from_shape((hi - lo, n), chunk).expect("row block");
+        ndarray::linalg::general_mat_mul(F::one(), &a.slice(s![lo..hi, ..]), &b, F::zero(), &mut o);
+    });
+    out
+}
+
 pub(crate) fn std_layout<F: Float>(a: Array2<F>) -> Array2<F> {
     if a.is_standard_layout() {
         a
@@ -109,9 +140,7 @@ impl<F: Float> Backend for Cpu<F> {
     fn matmul(&self, a: &Array2<F>, b: &Array2<F>, trans_a: bool, trans_b: bool) -> Array2<F> {
         let av = if trans_a { a.t() } else { a.view() };
         let bv = if trans_b { b.t() } else { b.view() };
-        let mut out = Array2::zeros((av.nrows(), bv.ncols()));
-        ndarray::linalg::general_mat_mul(F::one(), &av, &bv, F::zero(), &mut out);
-        out
+        dense_matmul(av, bv)
     }
 
     fn spmm(&self, s: &CpuCsr<F>, x: &Array2<F>, transpose: bool) -> Array2<F> {
