@@ -134,9 +134,16 @@ fn large_inputs_take_the_parallel_paths_and_agree() {
 #[test]
 fn large_and_many_small_graphs_match_dense_products_with_gradients() {
     let cpu = Cpu::<f64>::new();
-    let d = 12;
+    let d = 24;
     let many_small: Vec<usize> = (0..=60).map(|i| i * 50).collect();
-    for ptr in [vec![0, 1000], vec![0, 700, 700, 1300], many_small] {
+    // The last graph is large enough (20,000 x 3 x 24 multiply-adds) for the
+    // per-graph products to split their rows over threads.
+    for ptr in [
+        vec![0, 1000],
+        vec![0, 700, 700, 1300],
+        many_small,
+        vec![0, 20_000],
+    ] {
         let (n, g) = (*ptr.last().unwrap(), ptr.len() - 1);
         let mut rng = StdRng::seed_from_u64(n as u64 + g as u64);
         let (k, q, u) = (

@@ -4,10 +4,10 @@
 //! supernode tensors are `(G·M) x c` with graph `g` owning rows
 //! `g·M..(g+1)·M`. Every kernel costs `O(N·M·c)` and never forms `N x N`.
 
-use ndarray::linalg::general_mat_mul;
 use ndarray::{Array2, s};
 use rayon::prelude::*;
 
+use super::gemm_rows;
 use super::sparse::PAR_THRESHOLD;
 use crate::float::Float;
 
@@ -15,7 +15,7 @@ use crate::float::Float;
 const ROWS_PER_TASK: usize = 256;
 
 /// Mean rows per segment from which the kernels run one matrix product per
-/// segment (`matrixmultiply`, cache-blocked and itself multithreaded)
+/// segment (`matrixmultiply`, cache-blocked, on rayon's threads)
 /// instead of their row loops. Below it (a batch of small documents) the
 /// row loops, parallel over the whole batch, are faster.
 const GEMM_MEAN_ROWS: usize = 256;
@@ -116,12 +116,11 @@ pub(crate) fn segment_scores<F: Float>(
         // Graph g's block is K_g Q_gᵀ.
         let mut out = Array2::zeros((n, m));
         for (g, lo, hi) in segs {
-            general_mat_mul(
-                F::one(),
-                &k.slice(s![lo..hi, ..]),
-                &q.slice(s![g * m..(g + 1) * m, ..]).t(),
+            gemm_rows(
+                k.slice(s![lo..hi, ..]),
+                q.slice(s![g * m..(g + 1) * m, ..]).t(),
                 F::zero(),
-                &mut out.slice_mut(s![lo..hi, ..]),
+                out.slice_mut(s![lo..hi, ..]),
             );
         }
         return out;
@@ -157,12 +156,11 @@ pub(crate) fn segment_mix_add<F: Float>(
     if let Some(segs) = gemm_segments(ptr) {
         // Graph g's block gains A_g U_g.
         for (g, lo, hi) in segs {
-            general_mat_mul(
+            gemm_rows(
+                a.slice(s![lo..hi, ..]),
+                u.slice(s![g * m..(g + 1) * m, ..]),
                 F::one(),
-                &a.slice(s![lo..hi, ..]),
-                &u.slice(s![g * m..(g + 1) * m, ..]),
-                F::one(),
-                &mut acc.slice_mut(s![lo..hi, ..]),
+                acc.slice_mut(s![lo..hi, ..]),
             );
         }
         return;
@@ -203,12 +201,11 @@ pub(crate) fn segment_weighted_sum<F: Float>(
         // Graph g's block is A_gᵀ X_g.
         let mut out = Array2::zeros((segs * m, h));
         for (g, lo, hi) in blocks {
-            general_mat_mul(
-                F::one(),
-                &a.slice(s![lo..hi, ..]).t(),
-                &x.slice(s![lo..hi, ..]),
+            gemm_rows(
+                a.slice(s![lo..hi, ..]).t(),
+                x.slice(s![lo..hi, ..]),
                 F::zero(),
-                &mut out.slice_mut(s![g * m..(g + 1) * m, ..]),
+                out.slice_mut(s![g * m..(g + 1) * m, ..]),
             );
         }
         return out;
