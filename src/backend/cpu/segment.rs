@@ -20,7 +20,7 @@ const ROWS_PER_TASK: usize = 256;
 /// row loops, parallel over the whole batch, are faster.
 const GEMM_MEAN_ROWS: usize = 256;
 
-/// The `(lo, hi)` row range of every segment when they are large enough for
+/// `(graph, lo, hi)` for every non-empty segment when they are large enough for
 /// the per-segment matrix products, `None` otherwise.
 fn gemm_segments(ptr: &[u32]) -> Option<impl Iterator<Item = (usize, usize, usize)> + '_> {
     let segs = ptr.len().saturating_sub(1);
