@@ -127,10 +127,11 @@ fn large_inputs_take_the_parallel_paths_and_agree() {
     }
 }
 
-/// Graphs of a few hundred nodes and more run as one matrix product per
-/// graph; a batch of small graphs as row loops. Both paths, forward and
-/// backward (which uses `segment_mix_add` too), against the same products
-/// written with dense `matmul`s per graph.
+/// Graphs of more than 512 nodes are split into parts whose weighted sums
+/// are added up afterwards; small graphs are grouped into tasks. Both
+/// plans, forward and backward (whose kernels fill a gradient slot or add
+/// into it), against the same products written with dense `matmul`s per
+/// graph.
 #[test]
 fn large_and_many_small_graphs_match_dense_products_with_gradients() {
     let cpu = Cpu::<f64>::new();

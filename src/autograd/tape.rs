@@ -421,36 +421,32 @@ impl<B: Backend> Tape<B> {
                     let (dx, _) = b.segment_reduce(&g, ptr, SegmentReduce::Sum);
                     acc(*x, dx, &mut grads);
                 }
+                // Each backward is the other two cross-attention kernels,
+                // computed by the backend in one pass where it can.
                 Op::SegmentScores { k, q, ptr } => {
-                    if nodes[*k].requires_grad {
-                        match &mut grads[*k] {
-                            Some(prev) => b.segment_mix_add(prev, &g, val(*q), ptr),
-                            slot => *slot = Some(b.segment_mix(&g, val(*q), ptr)),
-                        }
-                    }
-                    if nodes[*q].requires_grad {
-                        acc(*q, b.segment_weighted_sum(&g, val(*k), ptr), &mut grads);
+                    let dk = nodes[*k].requires_grad.then_some(&mut grads[*k]);
+                    let want_dq = nodes[*q].requires_grad;
+                    let dq = b.segment_scores_grad(&g, val(*k), val(*q), ptr, dk, want_dq);
+                    if let Some(dq) = dq {
+                        acc(*q, dq, &mut grads);
                     }
                 }
                 Op::SegmentMix { a, u, ptr } => {
-                    if nodes[*a].requires_grad {
-                        let m = b.shape(val(*a)).1;
-                        acc(*a, b.segment_scores(&g, val(*u), ptr, m), &mut grads);
+                    let (want_da, want_du) = (nodes[*a].requires_grad, nodes[*u].requires_grad);
+                    let (da, du) = b.segment_mix_grad(&g, val(*a), val(*u), ptr, want_da, want_du);
+                    if let Some(da) = da {
+                        acc(*a, da, &mut grads);
                     }
-                    if nodes[*u].requires_grad {
-                        acc(*u, b.segment_weighted_sum(val(*a), &g, ptr), &mut grads);
+                    if let Some(du) = du {
+                        acc(*u, du, &mut grads);
                     }
                 }
                 Op::SegmentWeightedSum { a, x, ptr } => {
-                    if nodes[*a].requires_grad {
-                        let m = b.shape(val(*a)).1;
-                        acc(*a, b.segment_scores(val(*x), &g, ptr, m), &mut grads);
-                    }
-                    if nodes[*x].requires_grad {
-                        match &mut grads[*x] {
-                            Some(prev) => b.segment_mix_add(prev, val(*a), &g, ptr),
-                            slot => *slot = Some(b.segment_mix(val(*a), &g, ptr)),
-                        }
+                    let want_da = nodes[*a].requires_grad;
+                    let dx = nodes[*x].requires_grad.then_some(&mut grads[*x]);
+                    let da = b.segment_weighted_sum_grad(&g, val(*a), val(*x), ptr, want_da, dx);
+                    if let Some(da) = da {
+                        acc(*a, da, &mut grads);
                     }
                 }
                 &Op::Reshape { x } => {

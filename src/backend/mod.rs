@@ -371,6 +371,71 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
         x: &Self::Tensor,
         ptr: &Self::Index,
     ) -> Self::Tensor;
+    /// Backward of [`Backend::segment_scores`] (`out = segment_scores(k, q)`)
+    /// for `g = d out` (`N x m`): adds `segment_mix(g, q)` (the gradient of
+    /// `k`) into `*dk` when `dk` is given (an empty slot is filled), and
+    /// returns `segment_weighted_sum(g, k)` (the gradient of `q`) when
+    /// `want_dq`. The default calls those two kernels; a backend may compute
+    /// both in one pass over the nodes.
+    fn segment_scores_grad(
+        &self,
+        g: &Self::Tensor,
+        k: &Self::Tensor,
+        q: &Self::Tensor,
+        ptr: &Self::Index,
+        dk: Option<&mut Option<Self::Tensor>>,
+        want_dq: bool,
+    ) -> Option<Self::Tensor> {
+        match dk {
+            Some(Some(acc)) => self.segment_mix_add(acc, g, q, ptr),
+            Some(slot) => *slot = Some(self.segment_mix(g, q, ptr)),
+            None => {}
+        }
+        want_dq.then(|| self.segment_weighted_sum(g, k, ptr))
+    }
+    /// Backward of [`Backend::segment_mix`] (`out = segment_mix(a, u)`) for
+    /// `g = d out` (`N x h`): `(segment_scores(g, u), segment_weighted_sum(a, g))`,
+    /// the gradients of `a` and `u`, each when wanted. A backend may compute
+    /// both in one pass over the nodes.
+    fn segment_mix_grad(
+        &self,
+        g: &Self::Tensor,
+        a: &Self::Tensor,
+        u: &Self::Tensor,
+        ptr: &Self::Index,
+        want_da: bool,
+        want_du: bool,
+    ) -> (Option<Self::Tensor>, Option<Self::Tensor>) {
+        let m = self.shape(a).1;
+        (
+            want_da.then(|| self.segment_scores(g, u, ptr, m)),
+            want_du.then(|| self.segment_weighted_sum(a, g, ptr)),
+        )
+    }
+    /// Backward of [`Backend::segment_weighted_sum`]
+    /// (`out = segment_weighted_sum(a, x)`) for `g = d out` (`(G·M) x h`):
+    /// returns `segment_scores(x, g)` (the gradient of `a`) when `want_da`,
+    /// and adds `segment_mix(a, g)` (the gradient of `x`) into `*dx` when
+    /// `dx` is given (an empty slot is filled). A backend may compute both
+    /// in one pass over the nodes.
+    fn segment_weighted_sum_grad(
+        &self,
+        g: &Self::Tensor,
+        a: &Self::Tensor,
+        x: &Self::Tensor,
+        ptr: &Self::Index,
+        want_da: bool,
+        dx: Option<&mut Option<Self::Tensor>>,
+    ) -> Option<Self::Tensor> {
+        let m = self.shape(a).1;
+        let da = want_da.then(|| self.segment_scores(x, g, ptr, m));
+        match dx {
+            Some(Some(acc)) => self.segment_mix_add(acc, a, g, ptr),
+            Some(slot) => *slot = Some(self.segment_mix(a, g, ptr)),
+            None => {}
+        }
+        da
+    }
     /// Row-major reinterpretation of `x` as `rows x cols` (same number of entries).
     fn reshape(&self, x: &Self::Tensor, rows: usize, cols: usize) -> Self::Tensor;
 

@@ -24,6 +24,7 @@ backend_tests!(
     mix_matches_reference,
     mix_add_accumulates_without_aliasing,
     weighted_sum_matches_reference,
+    cross_attention_grads_match_plain_loops,
 );
 
 const OPS: [SegmentReduce; 3] = [SegmentReduce::Sum, SegmentReduce::Mean, SegmentReduce::Max];
@@ -362,5 +363,153 @@ fn weighted_sum_matches_reference<B: Backend<Elem = f32>>(b: &B) {
             &got,
             &r.segment_weighted_sum(&a, &x, &pr),
         );
+    }
+}
+
+/// `x[v] · u[g(v)·m + j]` with plain loops (`N x m`).
+fn scores_loops(x: &Array2<f64>, u: &Array2<f64>, ptr: &[u32], m: usize) -> Array2<f64> {
+    let mut out = Array2::zeros((x.nrows(), m));
+    for (g, w) in ptr.windows(2).enumerate() {
+        for v in w[0] as usize..w[1] as usize {
+            for j in 0..m {
+                out[[v, j]] = (0..x.ncols()).map(|c| x[[v, c]] * u[[g * m + j, c]]).sum();
+            }
+        }
+    }
+    out
+}
+
+/// `Σ_j a[v, j] u[g(v)·m + j]` with plain loops (`N x h`).
+fn mix_loops(a: &Array2<f64>, u: &Array2<f64>, ptr: &[u32]) -> Array2<f64> {
+    let m = a.ncols();
+    let mut out = Array2::zeros((a.nrows(), u.ncols()));
+    for (g, w) in ptr.windows(2).enumerate() {
+        for v in w[0] as usize..w[1] as usize {
+            for c in 0..u.ncols() {
+                out[[v, c]] = (0..m).map(|j| a[[v, j]] * u[[g * m + j, c]]).sum();
+            }
+        }
+    }
+    out
+}
+
+/// `Σ_{v in g} a[v, j] x[v]` with plain loops (`(G·m) x h`).
+fn weighted_sum_loops(a: &Array2<f64>, x: &Array2<f64>, ptr: &[u32]) -> Array2<f64> {
+    let m = a.ncols();
+    let mut out = Array2::zeros(((ptr.len() - 1) * m, x.ncols()));
+    for (g, w) in ptr.windows(2).enumerate() {
+        for v in w[0] as usize..w[1] as usize {
+            for j in 0..m {
+                for c in 0..x.ncols() {
+                    out[[g * m + j, c]] += a[[v, j]] * x[[v, c]];
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The backward kernels of the three node–supernode products (which a
+/// backend may fuse into one pass) against their definitions written as
+/// plain loops, for every combination of wanted gradients, into an empty
+/// and into an existing accumulator: a small batch, a large batch, and one
+/// graph of 3,000 rows with 20 supernodes (two blocks of scores) and 33
+/// columns (partial register blocks).
+fn cross_attention_grads_match_plain_loops<B: Backend<Elem = f32>>(b: &B) {
+    let cases = [
+        (small_ptr(), 3, 5, "small"),
+        (batch_ptr(31), 4, 6, "batch"),
+        (offsets(&[3_000]), 20, 33, "one large graph"),
+    ];
+    for (ptr, m, h, what) in cases {
+        let (rows, segments) = (*ptr.last().unwrap() as usize, ptr.len() - 1);
+        let p = b.index_from_slice(&ptr);
+        // Node tensors: x (N x h), a (N x m), gn (N x h, the gradient of a
+        // mix); supernode tensors u, gs ((G·m) x h); scores gradient ge (N x m).
+        let x = r32(&rand_array(rows, h, 32, 0.25, 1.0));
+        let a = r32(&rand_array(rows, m, 33, 0.0, 1.0));
+        let gn = r32(&rand_array(rows, h, 34, 0.25, 1.0));
+        let u = r32(&rand_array(segments * m, h, 35, -1.0, 1.0));
+        let gs = r32(&rand_array(segments * m, h, 36, -1.0, 1.0));
+        let ge = r32(&rand_array(rows, m, 37, 0.0, 1.0));
+        let acc0 = r32(&rand_array(rows, h, 38, -1.0, 1.0));
+        let (tx, ta, tgn, tu, tgs, tge) = (
+            up(b, &x),
+            up(b, &a),
+            up(b, &gn),
+            up(b, &u),
+            up(b, &gs),
+            up(b, &ge),
+        );
+        for want_other in [false, true] {
+            for slot_kind in ["none", "empty", "existing"] {
+                let tag = format!("{what}, other {want_other}, slot {slot_kind}");
+                let mut slot = match slot_kind {
+                    "existing" => Some(up(b, &acc0)),
+                    _ => None,
+                };
+                let base = if slot_kind == "existing" {
+                    acc0.clone()
+                } else {
+                    Array2::zeros((rows, h))
+                };
+                let check_slot = |slot: Option<B::Tensor>, mix: Array2<f64>, name: &str| {
+                    if slot_kind == "none" {
+                        assert!(slot.is_none(), "{tag}: {name} untouched");
+                    } else {
+                        let got = down(b, &slot.expect("slot filled"));
+                        assert_close(&format!("{tag}: {name}"), &got, &(&base + &mix));
+                    }
+                };
+                let use_slot = slot_kind != "none";
+
+                // segment_scores(k = x, q = u) with gradient ge.
+                let mut s = slot.clone();
+                let dq = b.segment_scores_grad(
+                    &tge,
+                    &tx,
+                    &tu,
+                    &p,
+                    use_slot.then_some(&mut s),
+                    want_other,
+                );
+                check_slot(s, mix_loops(&ge, &u, &ptr), "scores: dk");
+                assert_eq!(dq.is_some(), want_other, "{tag}: scores dq");
+                if let Some(dq) = dq {
+                    let want = weighted_sum_loops(&ge, &x, &ptr);
+                    assert_close(&format!("{tag}: scores dq"), &down(b, &dq), &want);
+                }
+
+                // segment_weighted_sum(a, x) with gradient gs.
+                let da = b.segment_weighted_sum_grad(
+                    &tgs,
+                    &ta,
+                    &tx,
+                    &p,
+                    want_other,
+                    use_slot.then_some(&mut slot),
+                );
+                check_slot(slot, mix_loops(&a, &gs, &ptr), "weighted sum: dx");
+                assert_eq!(da.is_some(), want_other, "{tag}: weighted sum da");
+                if let Some(da) = da {
+                    let want = scores_loops(&x, &gs, &ptr, m);
+                    assert_close(&format!("{tag}: weighted sum da"), &down(b, &da), &want);
+                }
+            }
+            // segment_mix(a, u) with gradient gn.
+            for want_du in [false, true] {
+                let tag = format!("{what}, da {want_other}, du {want_du}");
+                let (da, du) = b.segment_mix_grad(&tgn, &ta, &tu, &p, want_other, want_du);
+                assert_eq!((da.is_some(), du.is_some()), (want_other, want_du), "{tag}");
+                if let Some(da) = da {
+                    let want = scores_loops(&gn, &u, &ptr, m);
+                    assert_close(&format!("{tag}: mix da"), &down(b, &da), &want);
+                }
+                if let Some(du) = du {
+                    let want = weighted_sum_loops(&a, &gn, &ptr);
+                    assert_close(&format!("{tag}: mix du"), &down(b, &du), &want);
+                }
+            }
+        }
     }
 }

@@ -382,6 +382,42 @@ impl<F: Float> Backend for Cpu<F> {
         segment::segment_weighted_sum(a, x, ptr)
     }
 
+    fn segment_scores_grad(
+        &self,
+        g: &Array2<F>,
+        k: &Array2<F>,
+        q: &Array2<F>,
+        ptr: &Arc<Vec<u32>>,
+        dk: Option<&mut Option<Array2<F>>>,
+        want_dq: bool,
+    ) -> Option<Array2<F>> {
+        segment::segment_scores_grad(g, k, q, ptr, dk, want_dq)
+    }
+
+    fn segment_mix_grad(
+        &self,
+        g: &Array2<F>,
+        a: &Array2<F>,
+        u: &Array2<F>,
+        ptr: &Arc<Vec<u32>>,
+        want_da: bool,
+        want_du: bool,
+    ) -> (Option<Array2<F>>, Option<Array2<F>>) {
+        segment::segment_mix_grad(g, a, u, ptr, want_da, want_du)
+    }
+
+    fn segment_weighted_sum_grad(
+        &self,
+        g: &Array2<F>,
+        a: &Array2<F>,
+        x: &Array2<F>,
+        ptr: &Arc<Vec<u32>>,
+        want_da: bool,
+        dx: Option<&mut Option<Array2<F>>>,
+    ) -> Option<Array2<F>> {
+        segment::segment_weighted_sum_grad(g, a, x, ptr, want_da, dx)
+    }
+
     fn reshape(&self, x: &Array2<F>, rows: usize, cols: usize) -> Array2<F> {
         std_layout(x.clone())
             .into_shape_with_order((rows, cols))

@@ -3,104 +3,451 @@
 //! Rows of the node tensors are grouped by graph (offsets `ptr`); the
 //! supernode tensors are `(G·M) x c` with graph `g` owning rows
 //! `g·M..(g+1)·M`. Every kernel costs `O(N·M·c)` and never forms `N x N`.
+//!
+//! All of them are one pass over the node rows ([`cross_pass`]) that
+//! computes any of three products of node tensors `x` (`N x h`), `a`
+//! (`N x M`) and a supernode tensor `u` (`(G·M) x h`):
+//!
+//! - scores `x[v] · u[g(v)·M + j]` (`N x M`),
+//! - mixing `Σ_j a[v, j] u[g(v)·M + j]` (`N x h`),
+//! - weighted sums `Σ_{v in g} a[v, j] x[v]` (`(G·M) x h`).
+//!
+//! The three are mutually adjoint, so the backward of each is the other two,
+//! and both come out of a single pass: the node tensors of a large graph are
+//! read once per gradient instead of once per product. `M` is small (the
+//! number of supernodes), so a general matrix product, which packs its `N x h`
+//! operand into a buffer before multiplying, spends most of its time packing;
+//! these loops read each row where it lies, with the supernode block (`M x h`)
+//! held in the core's cache.
 
-use ndarray::{Array2, s};
+use std::borrow::Cow;
+use std::ops::Range;
+
+use ndarray::Array2;
 use rayon::prelude::*;
 
-use super::gemm_rows;
-use super::sparse::PAR_THRESHOLD;
+use super::sparse::{PAR_THRESHOLD, has_avx2_fma};
 use crate::float::Float;
 
-/// Rows per parallel task.
-const ROWS_PER_TASK: usize = 256;
+/// Node rows per task of a pass: whole small graphs are grouped into tasks
+/// of at most this many rows; a larger graph is split into parts.
+const TASK_ROWS: usize = 512;
 
-/// Mean rows per segment from which the kernels run one matrix product per
-/// segment (`matrixmultiply`, cache-blocked, on rayon's threads)
-/// instead of their row loops. Below it (a batch of small documents) the
-/// row loops, parallel over the whole batch, are faster.
-const GEMM_MEAN_ROWS: usize = 256;
+/// Most parts a graph is split into (each part's weighted sums are a
+/// separate partial, summed afterwards in order, so the result does not
+/// depend on the number of threads).
+const MAX_PARTS: usize = 64;
 
-/// `(graph, lo, hi)` for every non-empty segment when they are large enough for
-/// the per-segment matrix products, `None` otherwise.
-fn gemm_segments(ptr: &[u32]) -> Option<impl Iterator<Item = (usize, usize, usize)> + '_> {
-    let segs = ptr.len().saturating_sub(1);
-    let n = ptr.last().copied().unwrap_or(0) as usize;
-    (segs > 0 && n / segs >= GEMM_MEAN_ROWS).then(|| {
-        ptr.windows(2)
-            .enumerate()
-            .map(|(g, w)| (g, w[0] as usize, w[1] as usize))
-            .filter(|&(_, lo, hi)| hi > lo)
-    })
+/// Rows a task handles at a time: the products of one block run one after
+/// the other while its rows (`BLOCK_ROWS · h` entries) are in the core's cache.
+const BLOCK_ROWS: usize = 128;
+
+/// The operands of a pass. Unused operands may be empty.
+#[derive(Clone, Copy)]
+struct Operands<'a, F> {
+    /// Node tensor, `N x h`.
+    x: &'a [F],
+    /// Node tensor, `N x m`.
+    a: &'a [F],
+    /// Supernode tensor, `(G·m) x h`.
+    u: &'a [F],
+    /// `u` transposed per graph (see [`transpose_supernodes`]), for scores.
+    ut: &'a [F],
+    h: usize,
+    m: usize,
+    ptr: &'a [u32],
 }
 
-/// The segment holding row `v` (the last of several equal offsets, so that
-/// empty segments are skipped).
-fn segment_of(ptr: &[u32], v: usize) -> usize {
-    ptr.partition_point(|&p| p as usize <= v) - 1
+/// The outputs of a pass; each is optional.
+struct Outputs<'a, F> {
+    /// `x[v] · u[g(v)·m + j]` (`N x m`), overwritten.
+    scores: Option<&'a mut [F]>,
+    /// `Σ_j a[v, j] u[g(v)·m + j]` (`N x h`), added to the slice's values
+    /// when `.1` is true, else overwriting them.
+    mix: Option<(&'a mut [F], bool)>,
+    /// `Σ_{v in g} a[v, j] x[v]` (`(G·m) x h`); must be zero on entry.
+    wsum: Option<&'a mut [F]>,
 }
 
-/// Dot product with eight independent accumulators (vectorises without
-/// fast-math).
-#[inline]
-fn dot<F: Float>(a: &[F], b: &[F]) -> F {
-    let mut acc = [F::zero(); 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
+/// A contiguous range of node rows: whole graphs `g0..g1`, or (when
+/// `!whole`) a part of graph `g0` alone.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Task {
+    rows: (usize, usize),
+    graphs: (usize, usize),
+    whole: bool,
+}
+
+/// Splits the rows into tasks (in order, covering every graph once).
+fn plan(ptr: &[u32]) -> Vec<Task> {
+    let mut tasks = Vec::new();
+    let mut cur: Option<Task> = None;
+    for (g, w) in ptr.windows(2).enumerate() {
+        let (lo, hi) = (w[0] as usize, w[1] as usize);
+        let rows = hi - lo;
+        if rows > TASK_ROWS {
+            tasks.extend(cur.take());
+            let step = rows.div_ceil(rows.div_ceil(TASK_ROWS).min(MAX_PARTS));
+            let mut s = lo;
+            while s < hi {
+                let e = (s + step).min(hi);
+                tasks.push(Task {
+                    rows: (s, e),
+                    graphs: (g, g + 1),
+                    whole: false,
+                });
+                s = e;
+            }
+            continue;
+        }
+        match &mut cur {
+            Some(t) if t.rows.1 - t.rows.0 + rows <= TASK_ROWS => {
+                t.rows.1 = hi;
+                t.graphs.1 = g + 1;
+            }
+            _ => {
+                tasks.extend(cur.take());
+                cur = Some(Task {
+                    rows: (lo, hi),
+                    graphs: (g, g + 1),
+                    whole: true,
+                });
+            }
         }
     }
-    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (&x, &y) in ra.iter().zip(rb) {
-        s += x * y;
-    }
-    s
+    tasks.extend(cur);
+    tasks
 }
 
-/// `o += alpha * x`.
-#[inline]
-fn axpy<F: Float>(o: &mut [F], alpha: F, x: &[F]) {
-    for (o, &x) in o.iter_mut().zip(x) {
-        *o += alpha * x;
-    }
+/// The first `len` entries of `*rest`, leaving the others in it.
+fn carve<'a, F>(rest: &mut &'a mut [F], len: usize) -> &'a mut [F] {
+    let (head, tail) = std::mem::take(rest).split_at_mut(len);
+    *rest = tail;
+    head
 }
 
-fn slice_of<F: Float>(a: &Array2<F>) -> std::borrow::Cow<'_, [F]> {
-    match a.as_slice() {
-        Some(s) => std::borrow::Cow::Borrowed(s),
-        None => std::borrow::Cow::Owned(a.iter().copied().collect()),
-    }
+/// One task with its share of the outputs.
+struct Job<'a, F> {
+    task: Task,
+    scores: Option<&'a mut [F]>,
+    mix: Option<&'a mut [F]>,
+    /// The weighted sums of the task's graphs (whole tasks only).
+    wsum: Option<&'a mut [F]>,
 }
 
-/// Fills `out` (`n x width`, row-major) row by row: `f(v, g, row)` with `g`
-/// the segment of row `v`. Parallel over blocks of rows when `work` is large.
-fn for_each_row<F: Float, Fun>(out: &mut [F], width: usize, ptr: &[u32], work: usize, f: Fun)
-where
-    Fun: Fn(usize, usize, &mut [F]) + Sync,
-{
-    if width == 0 || out.is_empty() {
+/// Runs one pass (see the module docs), parallel over tasks when the work
+/// is large.
+fn cross_pass<F: Float>(op: Operands<'_, F>, out: Outputs<'_, F>) {
+    let Operands { h, m, ptr, .. } = op;
+    if ptr.len() < 2 {
         return;
     }
-    let block = |(c, chunk): (usize, &mut [F])| {
-        let start = c * ROWS_PER_TASK;
-        let mut g = segment_of(ptr, start);
-        for (i, row) in chunk.chunks_mut(width).enumerate() {
-            let v = start + i;
-            while ptr[g + 1] as usize <= v {
-                g += 1;
-            }
-            f(v, g, row);
-        }
+    let n = ptr[ptr.len() - 1] as usize;
+    let tasks = plan(ptr);
+    let ut = match out.scores {
+        Some(_) => transpose_supernodes(op.u, ptr.len() - 1, m, h),
+        None => Vec::new(),
     };
-    if work >= PAR_THRESHOLD {
-        out.par_chunks_mut(ROWS_PER_TASK * width)
-            .enumerate()
-            .for_each(block);
+    let op = Operands { ut: &ut, ..op };
+    let (mut scores, mut wsum) = (out.scores, out.wsum);
+    let want_wsum = wsum.is_some();
+    let (mut mix, accumulate) = match out.mix {
+        Some((s, add)) => (Some(s), add),
+        None => (None, false),
+    };
+    // Split the outputs along the tasks; the weighted sums of a graph split
+    // into parts are summed from the parts' partials afterwards.
+    let mut jobs = Vec::with_capacity(tasks.len());
+    let mut targets = Vec::new();
+    for &task in &tasks {
+        let rows = task.rows.1 - task.rows.0;
+        let graphs = task.graphs.1 - task.graphs.0;
+        let wsum = match wsum.as_mut() {
+            Some(w) if task.whole => Some(carve(w, graphs * m * h)),
+            Some(w) if task.rows.0 == op.ptr[task.graphs.0] as usize => {
+                targets.push(carve(w, m * h));
+                None
+            }
+            _ => None,
+        };
+        jobs.push(Job {
+            task,
+            scores: scores.as_mut().map(|s| carve(s, rows * m)),
+            mix: mix.as_mut().map(|s| carve(s, rows * h)),
+            wsum,
+        });
+    }
+    let run = |job: Job<'_, F>| -> Option<Vec<F>> {
+        if has_avx2_fma() {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX2 and FMA (checked at run time).
+            return unsafe { run_job_avx2(op, job, accumulate, want_wsum) };
+        }
+        run_job::<F, false>(op, job, accumulate, want_wsum)
+    };
+    let outputs = usize::from(want_wsum) + usize::from(mix.is_some() || accumulate);
+    let partials: Vec<Option<Vec<F>>> = if n * m * h * outputs.max(1) >= PAR_THRESHOLD {
+        jobs.into_par_iter().map(run).collect()
     } else {
-        out.chunks_mut(ROWS_PER_TASK * width)
-            .enumerate()
-            .for_each(block);
+        jobs.into_iter().map(run).collect()
+    };
+    // Partials come in task order; a split graph's first part starts at
+    // the graph's first row, where its target (in `targets`) begins.
+    let mut targets = targets.into_iter();
+    let mut target: Option<&mut [F]> = None;
+    for (t, p) in tasks.iter().zip(partials) {
+        if t.whole {
+            continue;
+        }
+        if t.rows.0 == ptr[t.graphs.0] as usize {
+            target = targets.next();
+        }
+        if let (Some(w), Some(p)) = (target.as_deref_mut(), p) {
+            w.iter_mut().zip(&p).for_each(|(o, &p)| *o += p);
+        }
+    }
+}
+
+/// `a · b + c`, fused (one rounding) when `FUSED`.
+#[inline(always)]
+fn madd<F: Float, const FUSED: bool>(a: F, b: F, c: F) -> F {
+    if FUSED { a.mul_add(b, c) } else { c + a * b }
+}
+
+/// Supernodes per register block of the score kernel.
+const SCORE_LANES: usize = 16;
+
+/// `u` (`(G·m) x h`) transposed into panels: per graph, per block of
+/// [`SCORE_LANES`] supernodes, an `h x SCORE_LANES` panel (zero-padded past
+/// `m`), so that the scores of a node row against a block are a sum of its
+/// entries times consecutive panel rows.
+fn transpose_supernodes<F: Float>(u: &[F], graphs: usize, m: usize, h: usize) -> Vec<F> {
+    const L: usize = SCORE_LANES;
+    let mp = m.next_multiple_of(L);
+    let mut ut = vec![F::zero(); graphs * h * mp];
+    for g in 0..graphs {
+        let (ug, tg) = (
+            &u[g * m * h..(g + 1) * m * h],
+            &mut ut[g * h * mp..(g + 1) * h * mp],
+        );
+        for j in 0..m {
+            let panel = &mut tg[(j / L) * h * L..(j / L + 1) * h * L];
+            for c in 0..h {
+                panel[c * L + j % L] = ug[j * h + c];
+            }
+        }
+    }
+    ut
+}
+
+/// Scores of one node row `xv` (`h`) against a graph's supernode panels
+/// `ut` (see [`transpose_supernodes`]) into `s` (`m`): `SCORE_LANES`
+/// supernodes at a time, in four sets of sums over alternating columns
+/// (short dependency chains).
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+fn score_row<F: Float, const FUSED: bool>(s: &mut [F], xv: &[F], ut: &[F], m: usize) {
+    const L: usize = SCORE_LANES;
+    let h = xv.len();
+    for (jb, panel) in (0..m).step_by(L).zip(ut.chunks_exact(h * L)) {
+        let mut acc = [[F::zero(); L]; 4];
+        let (xs, us) = (xv.chunks_exact(4), panel.chunks_exact(4 * L));
+        let (xr, ur) = (xs.remainder(), us.remainder());
+        for (x, u) in xs.zip(us) {
+            for l in 0..L {
+                acc[0][l] = madd::<F, FUSED>(x[0], u[l], acc[0][l]);
+                acc[1][l] = madd::<F, FUSED>(x[1], u[L + l], acc[1][l]);
+                acc[2][l] = madd::<F, FUSED>(x[2], u[2 * L + l], acc[2][l]);
+                acc[3][l] = madd::<F, FUSED>(x[3], u[3 * L + l], acc[3][l]);
+            }
+        }
+        for (&x, u) in xr.iter().zip(ur.chunks_exact(L)) {
+            for l in 0..L {
+                acc[0][l] = madd::<F, FUSED>(x, u[l], acc[0][l]);
+            }
+        }
+        let w = (m - jb).min(L);
+        for l in 0..w {
+            s[jb + l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+        }
+    }
+}
+
+/// `o (+)= Σ_j a[j] u[j]` for the `m x h` block `u`, in register blocks of
+/// `L` columns.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+fn mix_row<F: Float, const FUSED: bool>(o: &mut [F], a: &[F], u: &[F], accumulate: bool) {
+    const L: usize = 32;
+    let h = o.len();
+    let mut c = 0;
+    while c + L <= h {
+        let mut acc = [F::zero(); L];
+        if accumulate {
+            acc.copy_from_slice(&o[c..c + L]);
+        }
+        for (j, &aj) in a.iter().enumerate() {
+            let uj: &[F; L] = u[j * h + c..j * h + c + L]
+                .try_into()
+                .expect("block of L columns");
+            for l in 0..L {
+                acc[l] = madd::<F, FUSED>(aj, uj[l], acc[l]);
+            }
+        }
+        o[c..c + L].copy_from_slice(&acc);
+        c += L;
+    }
+    for i in c..h {
+        let mut s = if accumulate { o[i] } else { F::zero() };
+        for (j, &aj) in a.iter().enumerate() {
+            s = madd::<F, FUSED>(aj, u[j * h + i], s);
+        }
+        o[i] = s;
+    }
+}
+
+/// `w[j] += Σ_{v in rows} a[v, j] x[v]` (`w`: `m x h`), four rows at a time.
+#[inline(always)]
+fn wsum_rows<F: Float, const FUSED: bool>(
+    w: &mut [F],
+    a: &[F],
+    x: &[F],
+    rows: Range<usize>,
+    m: usize,
+    h: usize,
+) {
+    let row = |v: usize| &x[v * h..(v + 1) * h];
+    let mut v = rows.start;
+    while v + 4 <= rows.end {
+        let (x0, x1, x2, x3) = (row(v), row(v + 1), row(v + 2), row(v + 3));
+        for j in 0..m {
+            let (a0, a1, a2, a3) = (
+                a[v * m + j],
+                a[(v + 1) * m + j],
+                a[(v + 2) * m + j],
+                a[(v + 3) * m + j],
+            );
+            let wj = &mut w[j * h..(j + 1) * h];
+            for ((((o, &p0), &p1), &p2), &p3) in wj.iter_mut().zip(x0).zip(x1).zip(x2).zip(x3) {
+                let s = madd::<F, FUSED>(a0, p0, *o);
+                let s = madd::<F, FUSED>(a1, p1, s);
+                let s = madd::<F, FUSED>(a2, p2, s);
+                *o = madd::<F, FUSED>(a3, p3, s);
+            }
+        }
+        v += 4;
+    }
+    for v in v..rows.end {
+        let xv = row(v);
+        for j in 0..m {
+            let aj = a[v * m + j];
+            for (o, &p) in w[j * h..(j + 1) * h].iter_mut().zip(xv) {
+                *o = madd::<F, FUSED>(aj, p, *o);
+            }
+        }
+    }
+}
+
+/// One task of [`cross_pass`]; returns the partial weighted sums of a part
+/// of a split graph.
+#[inline(always)]
+fn run_job<F: Float, const FUSED: bool>(
+    op: Operands<'_, F>,
+    mut job: Job<'_, F>,
+    accumulate: bool,
+    want_wsum: bool,
+) -> Option<Vec<F>> {
+    let Operands {
+        x,
+        a,
+        u,
+        ut,
+        h,
+        m,
+        ptr,
+    } = op;
+    let t = job.task;
+    let mut partial = (want_wsum && !t.whole).then(|| vec![F::zero(); m * h]);
+    for g in t.graphs.0..t.graphs.1 {
+        let lo = (ptr[g] as usize).max(t.rows.0);
+        let hi = (ptr[g + 1] as usize).min(t.rows.1);
+        // Empty when the pass does not use `u`.
+        let ug = u.get(g * m * h..(g + 1) * m * h).unwrap_or(&[]);
+        let mut start = lo;
+        while start < hi {
+            let end = (start + BLOCK_ROWS).min(hi);
+            if let Some(s) = job.scores.as_deref_mut() {
+                let mp = m.next_multiple_of(SCORE_LANES);
+                let utg = &ut[g * h * mp..(g + 1) * h * mp];
+                for v in start..end {
+                    let r = v - t.rows.0;
+                    let xv = &x[v * h..(v + 1) * h];
+                    score_row::<F, FUSED>(&mut s[r * m..(r + 1) * m], xv, utg, m);
+                }
+            }
+            if let Some(o) = job.mix.as_deref_mut() {
+                for v in start..end {
+                    let r = v - t.rows.0;
+                    let av = &a[v * m..(v + 1) * m];
+                    mix_row::<F, FUSED>(&mut o[r * h..(r + 1) * h], av, ug, accumulate);
+                }
+            }
+            if want_wsum {
+                let w = match (partial.as_deref_mut(), job.wsum.as_deref_mut()) {
+                    (Some(p), _) => p,
+                    (None, Some(w)) => {
+                        let k = g - t.graphs.0;
+                        &mut w[k * m * h..(k + 1) * m * h]
+                    }
+                    (None, None) => unreachable!("whole tasks carry their weighted sums"),
+                };
+                wsum_rows::<F, FUSED>(w, a, x, start..end, m, h);
+            }
+            start = end;
+        }
+    }
+    partial
+}
+
+/// [`run_job`] compiled for AVX2 + FMA.
+///
+/// # Safety
+/// The CPU supports AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn run_job_avx2<F: Float>(
+    op: Operands<'_, F>,
+    job: Job<'_, F>,
+    accumulate: bool,
+    want_wsum: bool,
+) -> Option<Vec<F>> {
+    run_job::<F, true>(op, job, accumulate, want_wsum)
+}
+
+fn slice_of<F: Float>(a: &Array2<F>) -> Cow<'_, [F]> {
+    match a.as_slice() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(a.iter().copied().collect()),
+    }
+}
+
+/// A zero `rows x cols` array.
+fn zeros<F: Float>(rows: usize, cols: usize) -> Array2<F> {
+    Array2::zeros((rows, cols))
+}
+
+fn as_mut_slice<F: Float>(a: &mut Array2<F>) -> &mut [F] {
+    a.as_slice_mut()
+        .expect("the kernels' outputs are standard layout")
+}
+
+/// The gradient accumulator of a slot (standard layout), or a zero `n x h`
+/// one for an empty slot.
+fn take_acc<F: Float>(slot: &mut Option<Array2<F>>, n: usize, h: usize) -> Array2<F> {
+    match slot.take() {
+        Some(acc) if acc.is_standard_layout() => acc,
+        Some(acc) => acc.as_standard_layout().into_owned(),
+        None => zeros(n, h),
     }
 }
 
@@ -111,81 +458,71 @@ pub(crate) fn segment_scores<F: Float>(
     ptr: &[u32],
     m: usize,
 ) -> Array2<F> {
-    let (n, d) = k.dim();
-    if let Some(segs) = gemm_segments(ptr) {
-        // Graph g's block is K_g Q_gᵀ.
-        let mut out = Array2::zeros((n, m));
-        for (g, lo, hi) in segs {
-            gemm_rows(
-                k.slice(s![lo..hi, ..]),
-                q.slice(s![g * m..(g + 1) * m, ..]).t(),
-                F::zero(),
-                out.slice_mut(s![lo..hi, ..]),
-            );
-        }
-        return out;
-    }
     let (ks, qs) = (slice_of(k), slice_of(q));
-    let mut out = vec![F::zero(); n * m];
-    for_each_row(&mut out, m, ptr, n * m * d, |v, g, row| {
-        let kv = &ks[v * d..(v + 1) * d];
-        for (j, o) in row.iter_mut().enumerate() {
-            let r = g * m + j;
-            *o = dot(kv, &qs[r * d..(r + 1) * d]);
-        }
-    });
-    Array2::from_shape_vec((n, m), out).expect("segment_scores shape")
+    let (n, h) = k.dim();
+    let mut out = zeros(n, m);
+    let op = Operands {
+        x: &ks,
+        a: &[],
+        u: &qs,
+        ut: &[],
+        h,
+        m,
+        ptr,
+    };
+    cross_pass(
+        op,
+        Outputs {
+            scores: Some(as_mut_slice(&mut out)),
+            mix: None,
+            wsum: None,
+        },
+    );
+    out
 }
 
 /// `out[v] = Σ_j a[v, j] u[g(v)·M + j]` (`N x h`, `M = a.ncols()`).
 pub(crate) fn segment_mix<F: Float>(a: &Array2<F>, u: &Array2<F>, ptr: &[u32]) -> Array2<F> {
-    let mut out = Array2::zeros((a.nrows(), u.ncols()));
-    segment_mix_add(&mut out, a, u, ptr);
+    let mut out = zeros(a.nrows(), u.ncols());
+    mix_pass(&mut out, a, u, ptr, false);
     out
 }
 
-/// `acc[v] += Σ_j a[v, j] u[g(v)·M + j]` in place.
+/// `acc[v] += Σ_j a[v, j] u[g(v)·M + j]` in place (`acc` standard layout).
 pub(crate) fn segment_mix_add<F: Float>(
     acc: &mut Array2<F>,
     a: &Array2<F>,
     u: &Array2<F>,
     ptr: &[u32],
 ) {
-    let (n, m) = a.dim();
-    let h = u.ncols();
-    if let Some(segs) = gemm_segments(ptr) {
-        // Graph g's block gains A_g U_g.
-        for (g, lo, hi) in segs {
-            gemm_rows(
-                a.slice(s![lo..hi, ..]),
-                u.slice(s![g * m..(g + 1) * m, ..]),
-                F::one(),
-                acc.slice_mut(s![lo..hi, ..]),
-            );
-        }
-        return;
-    }
-    let (as_, us) = (slice_of(a), slice_of(u));
-    let out = acc
-        .as_slice_mut()
-        .expect("accumulators are standard layout");
-    for_each_row(out, h, ptr, n * m * h, |v, g, row| {
-        for j in 0..m {
-            let r = g * m + j;
-            axpy(row, as_[v * m + j], &us[r * h..(r + 1) * h]);
-        }
-    });
+    mix_pass(acc, a, u, ptr, true);
 }
 
-/// Adds `Σ_{v in rows} a[v, :]ᵀ ⊗ x[v]` into `acc` (`M x h`).
-fn accumulate<F: Float>(acc: &mut [F], a: &[F], x: &[F], rows: std::ops::Range<usize>, m: usize) {
-    let h = acc.len().checked_div(m).unwrap_or(0);
-    for v in rows {
-        let xv = &x[v * h..(v + 1) * h];
-        for j in 0..m {
-            axpy(&mut acc[j * h..(j + 1) * h], a[v * m + j], xv);
-        }
-    }
+fn mix_pass<F: Float>(
+    out: &mut Array2<F>,
+    a: &Array2<F>,
+    u: &Array2<F>,
+    ptr: &[u32],
+    accumulate: bool,
+) {
+    let (as_, us) = (slice_of(a), slice_of(u));
+    let op = Operands {
+        x: &[],
+        a: &as_,
+        u: &us,
+        ut: &[],
+        h: u.ncols(),
+        m: a.ncols(),
+        ptr,
+    };
+    cross_pass(
+        op,
+        Outputs {
+            scores: None,
+            mix: Some((as_mut_slice(out), accumulate)),
+            wsum: None,
+        },
+    );
 }
 
 /// `out[g·M + j] = Σ_{v in g} a[v, j] x[v]` (`(G·M) x h`, `M = a.ncols()`).
@@ -194,58 +531,260 @@ pub(crate) fn segment_weighted_sum<F: Float>(
     x: &Array2<F>,
     ptr: &[u32],
 ) -> Array2<F> {
-    let (n, m) = a.dim();
-    let h = x.ncols();
-    let segs = ptr.len() - 1;
-    if let Some(blocks) = gemm_segments(ptr) {
-        // Graph g's block is A_gᵀ X_g.
-        let mut out = Array2::zeros((segs * m, h));
-        for (g, lo, hi) in blocks {
-            gemm_rows(
-                a.slice(s![lo..hi, ..]).t(),
-                x.slice(s![lo..hi, ..]),
-                F::zero(),
-                out.slice_mut(s![g * m..(g + 1) * m, ..]),
-            );
-        }
-        return out;
-    }
     let (as_, xs) = (slice_of(a), slice_of(x));
-    let mut out = vec![F::zero(); segs * m * h];
-    if m == 0 || h == 0 {
-        return Array2::from_shape_vec((segs * m, h), out).expect("shape");
-    }
-    let one = |(g, acc): (usize, &mut [F])| {
-        let (lo, hi) = (ptr[g] as usize, ptr[g + 1] as usize);
-        if (hi - lo) * m * h >= 4 * PAR_THRESHOLD {
-            // A large graph: partial sums over blocks of rows, then a reduction.
-            let partial = (lo..hi)
-                .into_par_iter()
-                .step_by(ROWS_PER_TASK * 4)
-                .fold(
-                    || vec![F::zero(); m * h],
-                    |mut part, start| {
-                        let end = (start + ROWS_PER_TASK * 4).min(hi);
-                        accumulate(&mut part, &as_, &xs, start..end, m);
-                        part
-                    },
-                )
-                .reduce(
-                    || vec![F::zero(); m * h],
-                    |mut p, q| {
-                        p.iter_mut().zip(&q).for_each(|(p, &q)| *p += q);
-                        p
-                    },
-                );
-            acc.copy_from_slice(&partial);
-        } else {
-            accumulate(acc, &as_, &xs, lo..hi, m);
-        }
+    let (m, h) = (a.ncols(), x.ncols());
+    let mut out = zeros(ptr.len().saturating_sub(1) * m, h);
+    let op = Operands {
+        x: &xs,
+        a: &as_,
+        u: &[],
+        ut: &[],
+        h,
+        m,
+        ptr,
     };
-    if n * m * h >= PAR_THRESHOLD {
-        out.par_chunks_mut(m * h).enumerate().for_each(one);
-    } else {
-        out.chunks_mut(m * h).enumerate().for_each(one);
+    cross_pass(
+        op,
+        Outputs {
+            scores: None,
+            mix: None,
+            wsum: Some(as_mut_slice(&mut out)),
+        },
+    );
+    out
+}
+
+/// Backward of `out = segment_scores(k, q)` for `g = d out` (`N x m`) in
+/// one pass: `dk += segment_mix(g, q)` (when `dk` is given; an empty slot
+/// is filled) and `dq = segment_weighted_sum(g, k)` (when `want_dq`).
+pub(crate) fn segment_scores_grad<F: Float>(
+    g: &Array2<F>,
+    k: &Array2<F>,
+    q: &Array2<F>,
+    ptr: &[u32],
+    dk: Option<&mut Option<Array2<F>>>,
+    want_dq: bool,
+) -> Option<Array2<F>> {
+    let (gs, ks, qs) = (slice_of(g), slice_of(k), slice_of(q));
+    let (n, h) = k.dim();
+    let m = g.ncols();
+    let op = Operands {
+        x: &ks,
+        a: &gs,
+        u: &qs,
+        ut: &[],
+        h,
+        m,
+        ptr,
+    };
+    let mut dq = want_dq.then(|| zeros(ptr.len().saturating_sub(1) * m, h));
+    match dk {
+        Some(slot) => {
+            let accumulate = slot.is_some();
+            let mut acc = take_acc(slot, n, h);
+            cross_pass(
+                op,
+                Outputs {
+                    scores: None,
+                    mix: Some((as_mut_slice(&mut acc), accumulate)),
+                    wsum: dq.as_mut().map(as_mut_slice),
+                },
+            );
+            *slot = Some(acc);
+        }
+        None => cross_pass(
+            op,
+            Outputs {
+                scores: None,
+                mix: None,
+                wsum: dq.as_mut().map(as_mut_slice),
+            },
+        ),
     }
-    Array2::from_shape_vec((segs * m, h), out).expect("segment_weighted_sum shape")
+    dq
+}
+
+/// Backward of `out = segment_mix(a, u)` for `g = d out` (`N x h`) in one
+/// pass: `(da, du) = (segment_scores(g, u), segment_weighted_sum(a, g))`,
+/// each when wanted.
+pub(crate) fn segment_mix_grad<F: Float>(
+    g: &Array2<F>,
+    a: &Array2<F>,
+    u: &Array2<F>,
+    ptr: &[u32],
+    want_da: bool,
+    want_du: bool,
+) -> (Option<Array2<F>>, Option<Array2<F>>) {
+    let (gs, as_, us) = (slice_of(g), slice_of(a), slice_of(u));
+    let (n, h) = g.dim();
+    let m = a.ncols();
+    let mut da = want_da.then(|| zeros(n, m));
+    let mut du = want_du.then(|| zeros(ptr.len().saturating_sub(1) * m, h));
+    cross_pass(
+        Operands {
+            x: &gs,
+            a: &as_,
+            u: &us,
+            ut: &[],
+            h,
+            m,
+            ptr,
+        },
+        Outputs {
+            scores: da.as_mut().map(as_mut_slice),
+            mix: None,
+            wsum: du.as_mut().map(as_mut_slice),
+        },
+    );
+    (da, du)
+}
+
+/// Backward of `out = segment_weighted_sum(a, x)` for `g = d out`
+/// (`(G·M) x h`) in one pass: `da = segment_scores(x, g)` (when `want_da`)
+/// and `dx += segment_mix(a, g)` (when `dx` is given; an empty slot is
+/// filled).
+pub(crate) fn segment_weighted_sum_grad<F: Float>(
+    g: &Array2<F>,
+    a: &Array2<F>,
+    x: &Array2<F>,
+    ptr: &[u32],
+    want_da: bool,
+    dx: Option<&mut Option<Array2<F>>>,
+) -> Option<Array2<F>> {
+    let (gs, as_, xs) = (slice_of(g), slice_of(a), slice_of(x));
+    let (n, h) = x.dim();
+    let m = a.ncols();
+    let op = Operands {
+        x: &xs,
+        a: &as_,
+        u: &gs,
+        ut: &[],
+        h,
+        m,
+        ptr,
+    };
+    let mut da = want_da.then(|| zeros(n, m));
+    match dx {
+        Some(slot) => {
+            let accumulate = slot.is_some();
+            let mut acc = take_acc(slot, n, h);
+            cross_pass(
+                op,
+                Outputs {
+                    scores: da.as_mut().map(as_mut_slice),
+                    mix: Some((as_mut_slice(&mut acc), accumulate)),
+                    wsum: None,
+                },
+            );
+            *slot = Some(acc);
+        }
+        None => cross_pass(
+            op,
+            Outputs {
+                scores: da.as_mut().map(as_mut_slice),
+                mix: None,
+                wsum: None,
+            },
+        ),
+    }
+    da
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_covers_every_graph_and_row_once() {
+        // Small graphs grouped, a large one split, empty ones included.
+        let ptr = [0u32, 3, 3, 200, 1500, 1600, 1600];
+        let tasks = plan(&ptr);
+        let mut row = 0;
+        let mut graph = 0;
+        for t in &tasks {
+            assert_eq!(t.rows.0, row, "{tasks:?}");
+            assert!(t.rows.1 - t.rows.0 <= TASK_ROWS, "{tasks:?}");
+            if t.whole {
+                assert_eq!(t.graphs.0, graph, "{tasks:?}");
+                graph = t.graphs.1;
+            } else {
+                assert_eq!(t.graphs.1, t.graphs.0 + 1);
+                if t.rows.1 == ptr[t.graphs.1] as usize {
+                    graph = t.graphs.1;
+                }
+            }
+            row = t.rows.1;
+        }
+        assert_eq!((row, graph), (1600, 6));
+        // Graph 3 (1300 rows) is split into three parts.
+        assert_eq!(tasks.iter().filter(|t| !t.whole).count(), 3);
+    }
+
+    #[test]
+    fn a_huge_graph_is_split_into_at_most_max_parts() {
+        let ptr = [0u32, 1_000_000];
+        let tasks = plan(&ptr);
+        assert_eq!(tasks.len(), MAX_PARTS);
+        assert_eq!(tasks.last().map(|t| t.rows.1), Some(1_000_000));
+    }
+
+    /// Pseudo-random values in `[-1, 1)` (a fixed LCG; no dependencies).
+    fn values(n: usize, seed: u64) -> Vec<f64> {
+        let mut state = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (0..n)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// The row kernels in both instantiations (plain multiply-adds, the
+    /// fallback without AVX2/FMA, and fused ones) against plain loops, with
+    /// widths that leave partial register blocks (`h = 37`, `m = 19`).
+    fn row_kernels_match_plain_loops<const FUSED: bool>() {
+        let (m, h, rows) = (19, 37, 7);
+        let (x, a, u) = (values(rows * h, 1), values(rows * m, 2), values(m * h, 3));
+        let ut = transpose_supernodes(&u, 1, m, h);
+        let close = |got: f64, want: f64| (got - want).abs() <= 1e-12 * (1.0 + want.abs());
+        for v in 0..rows {
+            let mut s = vec![0.0; m];
+            score_row::<f64, FUSED>(&mut s, &x[v * h..(v + 1) * h], &ut, m);
+            for j in 0..m {
+                let want: f64 = (0..h).map(|c| x[v * h + c] * u[j * h + c]).sum();
+                assert!(close(s[j], want), "score ({v}, {j}): {} vs {want}", s[j]);
+            }
+            for accumulate in [false, true] {
+                let mut o = vec![0.5; h];
+                mix_row::<f64, FUSED>(&mut o, &a[v * m..(v + 1) * m], &u, accumulate);
+                for c in 0..h {
+                    let sum: f64 = (0..m).map(|j| a[v * m + j] * u[j * h + c]).sum();
+                    let want = if accumulate { 0.5 + sum } else { sum };
+                    assert!(close(o[c], want), "mix ({v}, {c}): {} vs {want}", o[c]);
+                }
+            }
+        }
+        let mut w = vec![0.25; m * h];
+        wsum_rows::<f64, FUSED>(&mut w, &a, &x, 0..rows, m, h);
+        for j in 0..m {
+            for c in 0..h {
+                let want = 0.25 + (0..rows).map(|v| a[v * m + j] * x[v * h + c]).sum::<f64>();
+                assert!(close(w[j * h + c], want), "weighted sum ({j}, {c})");
+            }
+        }
+    }
+
+    #[test]
+    fn row_kernels_match_plain_loops_unfused() {
+        row_kernels_match_plain_loops::<false>();
+    }
+
+    #[test]
+    fn row_kernels_match_plain_loops_fused() {
+        row_kernels_match_plain_loops::<true>();
+    }
 }

@@ -303,7 +303,7 @@ impl<F: Float> CpuCsr<F> {
 
 /// Whether the CPU has AVX2 and FMA (detected once, at run time).
 #[inline]
-fn has_avx2_fma() -> bool {
+pub(super) fn has_avx2_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static DETECTED: OnceLock<bool> = OnceLock::new();
