@@ -155,6 +155,16 @@ fn cross_pass<F: Float>(op: Operands<'_, F>, out: Outputs<'_, F>) {
         Some((s, add)) => (Some(s), add),
         None => (None, false),
     };
+    // Rows before the first segment (a `ptr` that does not start at 0, which
+    // the autograd layer never passes) belong to no graph: their outputs
+    // are left as they are.
+    let first = ptr[0] as usize;
+    if let Some(s) = scores.as_mut() {
+        carve(s, first * m);
+    }
+    if let Some(s) = mix.as_mut() {
+        carve(s, first * h);
+    }
     // Split the outputs along the tasks; the weighted sums of a graph split
     // into parts are summed from the parts' partials afterwards.
     let mut jobs = Vec::with_capacity(tasks.len());
@@ -718,6 +728,44 @@ mod tests {
         assert_eq!((row, graph), (1600, 6));
         // Graph 3 (1300 rows) is split into three parts.
         assert_eq!(tasks.iter().filter(|t| !t.whole).count(), 3);
+    }
+
+    #[test]
+    fn rows_outside_the_segments_are_left_alone() {
+        // Rows 0..2 and 9..12 belong to no segment.
+        let (ptr, m, h, rows) = ([2u32, 5, 5, 9], 2, 3, 12);
+        let x = Array2::from_shape_vec((rows, h), values(rows * h, 4)).unwrap();
+        let a = Array2::from_shape_vec((rows, m), values(rows * m, 5)).unwrap();
+        let u = Array2::from_shape_vec((3 * m, h), values(3 * m * h, 6)).unwrap();
+        let graph = |v: usize| {
+            ptr.windows(2)
+                .position(|w| (w[0] as usize..w[1] as usize).contains(&v))
+        };
+        let scores = segment_scores(&x, &u, &ptr, m);
+        let mut mix = Array2::from_elem((rows, h), 0.5);
+        segment_mix_add(&mut mix, &a, &u, &ptr);
+        for v in 0..rows {
+            for j in 0..m {
+                let want =
+                    graph(v).map_or(0.0, |g| (0..h).map(|c| x[[v, c]] * u[[g * m + j, c]]).sum());
+                assert!((scores[[v, j]] - want).abs() < 1e-12, "score ({v}, {j})");
+            }
+            for c in 0..h {
+                let want = 0.5
+                    + graph(v).map_or(0.0, |g| (0..m).map(|j| a[[v, j]] * u[[g * m + j, c]]).sum());
+                assert!((mix[[v, c]] - want).abs() < 1e-12, "mix ({v}, {c})");
+            }
+        }
+        let ws = segment_weighted_sum(&a, &x, &ptr);
+        for g in 0..3 {
+            for j in 0..m {
+                for c in 0..h {
+                    let rows = ptr[g] as usize..ptr[g + 1] as usize;
+                    let want: f64 = rows.map(|v| a[[v, j]] * x[[v, c]]).sum();
+                    assert!((ws[[g * m + j, c]] - want).abs() < 1e-12, "weighted sum");
+                }
+            }
+        }
     }
 
     #[test]
