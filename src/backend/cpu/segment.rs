@@ -23,11 +23,10 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use ndarray::Array2;
-use rayon::prelude::*;
-
+use super::parallel::for_each_chunk;
 use super::sparse::{PAR_THRESHOLD, has_avx2_fma};
 use crate::float::Float;
+use ndarray::Array2;
 
 /// Node rows per task of a pass: whole small graphs are grouped into tasks
 /// of at most this many rows; a larger graph is split into parts.
@@ -197,7 +196,17 @@ fn cross_pass<F: Float>(op: Operands<'_, F>, out: Outputs<'_, F>) {
     };
     let outputs = usize::from(want_wsum) + usize::from(mix.is_some() || accumulate);
     let partials: Vec<Option<Vec<F>>> = if n * m * h * outputs.max(1) >= PAR_THRESHOLD {
-        jobs.into_par_iter().map(run).collect()
+        // The calling thread takes part (see `parallel.rs`): a pass over
+        // Cora-sized graphs lasts tens of microseconds.
+        let mut slots: Vec<_> = jobs.into_iter().map(|j| (Some(j), None)).collect();
+        for_each_chunk(&mut slots, 1, |_, slot| {
+            for (job, partial) in slot {
+                if let Some(job) = job.take() {
+                    *partial = run(job);
+                }
+            }
+        });
+        slots.into_iter().map(|(_, p)| p).collect()
     } else {
         jobs.into_iter().map(run).collect()
     };
@@ -279,6 +288,57 @@ fn score_row<F: Float, const FUSED: bool>(s: &mut [F], xv: &[F], ut: &[F], m: us
         let w = (m - jb).min(L);
         for l in 0..w {
             s[jb + l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+        }
+    }
+}
+
+/// [`score_row`] for two rows `x0`, `x1` at once, sharing the panel loads;
+/// each row's sums are split over even and odd columns.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+fn score_row_pair<F: Float, const FUSED: bool>(
+    s: &mut [F],
+    x0: &[F],
+    x1: &[F],
+    ut: &[F],
+    m: usize,
+) {
+    const L: usize = SCORE_LANES;
+    let h = x0.len();
+    for (jb, panel) in (0..m).step_by(L).zip(ut.chunks_exact(h * L)) {
+        let (mut a0, mut a1, mut b0, mut b1) = (
+            [F::zero(); L],
+            [F::zero(); L],
+            [F::zero(); L],
+            [F::zero(); L],
+        );
+        let (p2, q0, q1) = (
+            panel.chunks_exact(2 * L),
+            x0.chunks_exact(2),
+            x1.chunks_exact(2),
+        );
+        let (pr, r0, r1) = (p2.remainder(), q0.remainder(), q1.remainder());
+        for ((u, y0), y1) in p2.zip(q0).zip(q1) {
+            let (u0, u1) = u.split_at(L);
+            let (u0, u1): (&[F; L], &[F; L]) =
+                (u0.try_into().expect("L"), u1.try_into().expect("L"));
+            for l in 0..L {
+                a0[l] = madd::<F, FUSED>(y0[0], u0[l], a0[l]);
+                a1[l] = madd::<F, FUSED>(y0[1], u1[l], a1[l]);
+                b0[l] = madd::<F, FUSED>(y1[0], u0[l], b0[l]);
+                b1[l] = madd::<F, FUSED>(y1[1], u1[l], b1[l]);
+            }
+        }
+        if let (Some(&y0), Some(&y1)) = (r0.first(), r1.first()) {
+            for l in 0..L {
+                a0[l] = madd::<F, FUSED>(y0, pr[l], a0[l]);
+                b0[l] = madd::<F, FUSED>(y1, pr[l], b0[l]);
+            }
+        }
+        let w = (m - jb).min(L);
+        for l in 0..w {
+            s[jb + l] = a0[l] + a1[l];
+            s[m + jb + l] = b0[l] + b1[l];
         }
     }
 }
@@ -389,7 +449,14 @@ fn run_job<F: Float, const FUSED: bool>(
             if let Some(s) = job.scores.as_deref_mut() {
                 let mp = m.next_multiple_of(SCORE_LANES);
                 let utg = &ut[g * h * mp..(g + 1) * h * mp];
-                for v in start..end {
+                let mut v = start;
+                while v + 2 <= end {
+                    let r = v - t.rows.0;
+                    let (x0, x1) = (&x[v * h..(v + 1) * h], &x[(v + 1) * h..(v + 2) * h]);
+                    score_row_pair::<F, FUSED>(&mut s[r * m..(r + 2) * m], x0, x1, utg, m);
+                    v += 2;
+                }
+                if v < end {
                     let r = v - t.rows.0;
                     let xv = &x[v * h..(v + 1) * h];
                     score_row::<F, FUSED>(&mut s[r * m..(r + 1) * m], xv, utg, m);
@@ -805,6 +872,22 @@ mod tests {
             for j in 0..m {
                 let want: f64 = (0..h).map(|c| x[v * h + c] * u[j * h + c]).sum();
                 assert!(close(s[j], want), "score ({v}, {j}): {} vs {want}", s[j]);
+            }
+            if v + 1 < rows {
+                let mut s2 = vec![0.0; 2 * m];
+                let (x0, x1) = (&x[v * h..(v + 1) * h], &x[(v + 1) * h..(v + 2) * h]);
+                score_row_pair::<f64, FUSED>(&mut s2, x0, x1, &ut, m);
+                for r in 0..2 {
+                    for j in 0..m {
+                        let want: f64 = (0..h).map(|c| x[(v + r) * h + c] * u[j * h + c]).sum();
+                        let got = s2[r * m + j];
+                        assert!(
+                            close(got, want),
+                            "score pair ({}, {j}): {got} vs {want}",
+                            v + r
+                        );
+                    }
+                }
             }
             for accumulate in [false, true] {
                 let mut o = vec![0.5; h];
