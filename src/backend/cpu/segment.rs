@@ -518,14 +518,42 @@ fn as_mut_slice<F: Float>(a: &mut Array2<F>) -> &mut [F] {
         .expect("the kernels' outputs are standard layout")
 }
 
-/// The gradient accumulator of a slot (standard layout), or a zero `n x h`
-/// one for an empty slot.
-fn take_acc<F: Float>(slot: &mut Option<Array2<F>>, n: usize, h: usize) -> Array2<F> {
-    match slot.take() {
+/// Runs a pass whose mixing output goes into a gradient slot: added to
+/// its tensor, or (empty slot) filled with a new `n x h` one; without a
+/// slot the pass computes only `scores` and `wsum`.
+fn pass_into_slot<F: Float>(
+    op: Operands<'_, F>,
+    slot: Option<&mut Option<Array2<F>>>,
+    n: usize,
+    scores: Option<&mut [F]>,
+    wsum: Option<&mut [F]>,
+) {
+    let Some(slot) = slot else {
+        cross_pass(
+            op,
+            Outputs {
+                scores,
+                mix: None,
+                wsum,
+            },
+        );
+        return;
+    };
+    let accumulate = slot.is_some();
+    let mut acc = match slot.take() {
         Some(acc) if acc.is_standard_layout() => acc,
         Some(acc) => acc.as_standard_layout().into_owned(),
-        None => zeros(n, h),
-    }
+        None => zeros(n, op.h),
+    };
+    cross_pass(
+        op,
+        Outputs {
+            scores,
+            mix: Some((as_mut_slice(&mut acc), accumulate)),
+            wsum,
+        },
+    );
+    *slot = Some(acc);
 }
 
 /// `out[v, j] = k[v] · q[g(v)·m + j]` (`N x m`).
@@ -655,29 +683,7 @@ pub(crate) fn segment_scores_grad<F: Float>(
         ptr,
     };
     let mut dq = want_dq.then(|| zeros(ptr.len().saturating_sub(1) * m, h));
-    match dk {
-        Some(slot) => {
-            let accumulate = slot.is_some();
-            let mut acc = take_acc(slot, n, h);
-            cross_pass(
-                op,
-                Outputs {
-                    scores: None,
-                    mix: Some((as_mut_slice(&mut acc), accumulate)),
-                    wsum: dq.as_mut().map(as_mut_slice),
-                },
-            );
-            *slot = Some(acc);
-        }
-        None => cross_pass(
-            op,
-            Outputs {
-                scores: None,
-                mix: None,
-                wsum: dq.as_mut().map(as_mut_slice),
-            },
-        ),
-    }
+    pass_into_slot(op, dk, n, None, dq.as_mut().map(as_mut_slice));
     dq
 }
 
@@ -741,29 +747,7 @@ pub(crate) fn segment_weighted_sum_grad<F: Float>(
         ptr,
     };
     let mut da = want_da.then(|| zeros(n, m));
-    match dx {
-        Some(slot) => {
-            let accumulate = slot.is_some();
-            let mut acc = take_acc(slot, n, h);
-            cross_pass(
-                op,
-                Outputs {
-                    scores: da.as_mut().map(as_mut_slice),
-                    mix: Some((as_mut_slice(&mut acc), accumulate)),
-                    wsum: None,
-                },
-            );
-            *slot = Some(acc);
-        }
-        None => cross_pass(
-            op,
-            Outputs {
-                scores: da.as_mut().map(as_mut_slice),
-                mix: None,
-                wsum: None,
-            },
-        ),
-    }
+    pass_into_slot(op, dx, n, da.as_mut().map(as_mut_slice), None);
     da
 }
 
