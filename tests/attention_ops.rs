@@ -137,8 +137,7 @@ fn large_and_many_small_graphs_match_dense_products_with_gradients() {
     let cpu = Cpu::<f64>::new();
     let d = 24;
     let many_small: Vec<usize> = (0..=60).map(|i| i * 50).collect();
-    // The last graph is large enough (20,000 x 3 x 24 multiply-adds) for the
-    // per-graph products to split their rows over threads.
+    // The last graph is split into 40 parts, spread over the threads.
     for ptr in [
         vec![0, 1000],
         vec![0, 700, 700, 1300],

@@ -157,6 +157,21 @@ impl UpdateRule {
     }
 }
 
+/// Adds `segment_mix(a, u)` into a gradient slot, or fills an empty one
+/// (the default backward kernels' accumulation).
+fn mix_into_slot<B: Backend>(
+    b: &B,
+    slot: &mut Option<B::Tensor>,
+    a: &B::Tensor,
+    u: &B::Tensor,
+    ptr: &B::Index,
+) {
+    match slot {
+        Some(acc) => b.segment_mix_add(acc, a, u, ptr),
+        None => *slot = Some(b.segment_mix(a, u, ptr)),
+    }
+}
+
 /// The set of kernels a device must provide.
 ///
 /// Shapes are validated by the autograd layer before a kernel is called, so
@@ -386,10 +401,8 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
         dk: Option<&mut Option<Self::Tensor>>,
         want_dq: bool,
     ) -> Option<Self::Tensor> {
-        match dk {
-            Some(Some(acc)) => self.segment_mix_add(acc, g, q, ptr),
-            Some(slot) => *slot = Some(self.segment_mix(g, q, ptr)),
-            None => {}
+        if let Some(slot) = dk {
+            mix_into_slot(self, slot, g, q, ptr);
         }
         want_dq.then(|| self.segment_weighted_sum(g, k, ptr))
     }
@@ -429,10 +442,8 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     ) -> Option<Self::Tensor> {
         let m = self.shape(a).1;
         let da = want_da.then(|| self.segment_scores(x, g, ptr, m));
-        match dx {
-            Some(Some(acc)) => self.segment_mix_add(acc, a, g, ptr),
-            Some(slot) => *slot = Some(self.segment_mix(a, g, ptr)),
-            None => {}
+        if let Some(slot) = dx {
+            mix_into_slot(self, slot, a, g, ptr);
         }
         da
     }

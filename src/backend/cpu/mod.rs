@@ -41,46 +41,35 @@ impl<F: Float> Cpu<F> {
     }
 }
 
-/// Multiply-adds from which [`gemm_rows`] splits its output rows over
+/// Multiply-adds from which [`dense_matmul`] splits its output rows over
 /// threads.
 const MATMUL_PAR_WORK: usize = 1 << 20;
 
-/// `a · b` into a new array; see [`gemm_rows`].
-fn dense_matmul<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>) -> Array2<F> {
-    let mut out = Array2::zeros((a.nrows(), b.ncols()));
-    gemm_rows(a, b, F::zero(), out.view_mut());
-    out
-}
-
-/// `c = a · b + beta c` with `matrixmultiply`'s single-threaded kernel on
-/// blocks of `c`'s rows, spread over rayon's threads (the caller joins in,
-/// see `parallel.rs`) once the product has [`MATMUL_PAR_WORK`]
-/// multiply-adds. `matrixmultiply`'s own threading is not used: its
+/// `a · b` with `matrixmultiply`'s single-threaded kernel on blocks of
+/// output rows, spread over rayon's threads (the caller joins in, see
+/// `parallel.rs`). `matrixmultiply`'s own threading is not used: its
 /// separate pool competed with rayon's for the cores, and products the
 /// size of a GNN layer's ran no faster on it.
-pub(crate) fn gemm_rows<F: Float>(
-    a: ArrayView2<'_, F>,
-    b: ArrayView2<'_, F>,
-    beta: F,
-    mut c: ndarray::ArrayViewMut2<'_, F>,
-) {
+fn dense_matmul<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>) -> Array2<F> {
     let (m, k) = a.dim();
     let n = b.ncols();
+    let mut out = Array2::zeros((m, n));
     let threads = rayon::current_num_threads();
-    let serial = m * n * k < MATMUL_PAR_WORK || threads < 2 || m < 2 || n == 0;
-    let Some(data) = c.as_slice_mut().filter(|_| !serial) else {
-        ndarray::linalg::general_mat_mul(F::one(), &a, &b, beta, &mut c);
-        return;
-    };
+    if m * n * k < MATMUL_PAR_WORK || threads < 2 || m < 2 || n == 0 {
+        ndarray::linalg::general_mat_mul(F::one(), &a, &b, F::zero(), &mut out);
+        return out;
+    }
     // Two blocks per thread for balance, rows rounded up to a multiple of 8
     // (the kernel's register block).
     let rows = m.div_ceil(2 * threads).next_multiple_of(8).min(m);
+    let data = out.as_slice_mut().expect("fresh array is standard layout");
     parallel::for_each_chunk(data, rows * n, |i, chunk| {
         let lo = i * rows;
         let hi = lo + chunk.len() / n;
         let mut o = ndarray::ArrayViewMut2::from_shape((hi - lo, n), chunk).expect("row block");
-        ndarray::linalg::general_mat_mul(F::one(), &a.slice(s![lo..hi, ..]), &b, beta, &mut o);
+        ndarray::linalg::general_mat_mul(F::one(), &a.slice(s![lo..hi, ..]), &b, F::zero(), &mut o);
     });
+    out
 }
 
 pub(crate) fn std_layout<F: Float>(a: Array2<F>) -> Array2<F> {
