@@ -33,7 +33,7 @@ pub(crate) enum Op<B: Backend> {
     /// Element-wise unary map.
     Unary { op: UnaryOp, x: usize },
     /// Sum along an axis.
-    SumAxis { x: usize, axis: Axis },
+    SumAxis { x: usize },
     /// Softmax or log-softmax along an axis.
     Softmax { x: usize, axis: Axis, log: bool },
     /// Row standardisation (no affine part).
@@ -366,12 +366,9 @@ impl<B: Backend> Tape<B> {
                     let dx = b.unary_grad(op, val(x), &node.value, &g);
                     acc(x, dx, &mut grads);
                 }
-                &Op::SumAxis { x, axis } => {
+                &Op::SumAxis { x, .. } => {
                     let (r, c) = b.shape(val(x));
-                    // Broadcast g back: (g + zeros) through binary broadcasting.
-                    let zeros = b.full(r, c, num_traits::Zero::zero());
-                    let _ = axis;
-                    acc(x, b.binary(BinaryOp::Add, &zeros, &g), &mut grads);
+                    acc(x, b.broadcast_to(&g, r, c), &mut grads);
                 }
                 &Op::Softmax { x, axis, log } => {
                     let dx = b.softmax_grad(&node.value, &g, axis, log);
@@ -407,12 +404,11 @@ impl<B: Backend> Tape<B> {
                     acc(*x, b.scatter_add_rows(&g, idx, r), &mut grads);
                 }
                 Op::SegmentReduce { x, ptr, op, argmax } => {
-                    let (r, _) = b.shape(val(*x));
-                    acc(
-                        *x,
-                        b.segment_reduce_grad(&g, ptr, *op, argmax.as_ref(), r),
-                        &mut grads,
-                    );
+                    if nodes[*x].requires_grad {
+                        let (r, _) = b.shape(val(*x));
+                        let slot = &mut grads[*x];
+                        b.segment_reduce_grad_into(slot, &g, ptr, *op, argmax.as_ref(), r);
+                    }
                 }
                 Op::SegmentSoftmax { x, ptr } => {
                     acc(*x, b.segment_softmax_grad(&node.value, &g, ptr), &mut grads);

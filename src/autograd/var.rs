@@ -312,7 +312,7 @@ impl<B: Backend> Var<B> {
     /// Sum along `axis` (`Axis::Rows` gives `1 x cols`).
     pub fn sum_axis(&self, axis: Axis) -> Var<B> {
         let v = self.backend().sum_axis(&self.value, axis);
-        self.rec(Op::SumAxis { x: self.id(), axis }, v, &[self])
+        self.rec(Op::SumAxis { x: self.id() }, v, &[self])
     }
 
     /// Sum of all entries (`1 x 1`).

@@ -255,6 +255,14 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// Sums `t` over broadcast axes down to `rows x cols` (each of which is
     /// either `t`'s size or 1). The backward of broadcasting.
     fn sum_to(&self, t: &Self::Tensor, rows: usize, cols: usize) -> Self::Tensor;
+    /// `t` broadcast to `rows x cols` (`t` is `1 x cols`, `rows x 1`, `1 x 1`
+    /// or already `rows x cols`): the adjoint of [`Backend::sum_to`], and
+    /// the backward of [`Backend::sum_axis`]. The default adds `t` to zeros;
+    /// a backend may write the result in one pass.
+    fn broadcast_to(&self, t: &Self::Tensor, rows: usize, cols: usize) -> Self::Tensor {
+        let zeros = self.full(rows, cols, num_traits::Zero::zero());
+        self.binary(BinaryOp::Add, &zeros, t)
+    }
     /// `f(x)` element-wise.
     fn unary(&self, op: UnaryOp, x: &Self::Tensor) -> Self::Tensor;
     /// `dy ∘ f'(x)`, given the input `x` and the output `y = f(x)`.
@@ -335,6 +343,25 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
         argmax: Option<&Self::Index>,
         rows: usize,
     ) -> Self::Tensor;
+    /// [`Backend::segment_reduce_grad`] added into a gradient slot, or
+    /// filling an empty one (`rows` from the slot's tensor when it has one).
+    /// The default allocates the gradient and adds it; a backend may add in
+    /// place, saving a `rows x cols` temporary and a pass over it.
+    fn segment_reduce_grad_into(
+        &self,
+        slot: &mut Option<Self::Tensor>,
+        dy: &Self::Tensor,
+        ptr: &Self::Index,
+        op: SegmentReduce,
+        argmax: Option<&Self::Index>,
+        rows: usize,
+    ) {
+        let t = self.segment_reduce_grad(dy, ptr, op, argmax, rows);
+        match slot {
+            Some(acc) => self.add_assign(acc, &t),
+            None => *slot = Some(t),
+        }
+    }
     /// Softmax over the rows of each segment, per column.
     fn segment_softmax(&self, x: &Self::Tensor, ptr: &Self::Index) -> Self::Tensor;
     /// Backward of [`Backend::segment_softmax`] from its output.

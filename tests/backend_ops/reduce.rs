@@ -9,6 +9,7 @@ use crate::{assert_close, down, r32, rand_array, reference, up};
 
 backend_tests!(
     sum_to_every_broadcast_shape,
+    broadcast_to_every_shape,
     sum_axis_both_axes,
     sum_over_rows_of_a_tall_tensor,
     sum_over_cols_of_a_wide_tensor,
@@ -41,6 +42,24 @@ fn sum_to_every_broadcast_shape<B: Backend<Elem = f32>>(b: &B) {
                 &down(b, &got),
                 &r.sum_to(&x, tr, tc),
             );
+        }
+    }
+}
+
+fn broadcast_to_every_shape<B: Backend<Elem = f32>>(b: &B) {
+    for (s, &(rows, cols)) in [(37, 13), (1, 13), (37, 1), (1, 1), (0, 5), (4, 0)]
+        .iter()
+        .enumerate()
+    {
+        for (tr, tc) in [(1, cols), (rows, 1), (1, 1), (rows, cols)] {
+            let t = r32(&rand_array(tr, tc, 300 + s as u64, -1.0, 1.0));
+            let got = b.broadcast_to(&up(b, &t), rows, cols);
+            assert_eq!(b.shape(&got), (rows, cols), "{tr}x{tc} -> {rows}x{cols}");
+            // By hand: entry (i, j) reads t at (i, j), clamped to t's size.
+            let want = Array2::from_shape_fn((rows, cols), |(i, j)| {
+                t[[i.min(tr.max(1) - 1), j.min(tc.max(1) - 1)]]
+            });
+            assert_eq!(down(b, &got), want, "{tr}x{tc} -> {rows}x{cols}");
         }
     }
 }

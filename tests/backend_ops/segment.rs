@@ -15,6 +15,7 @@ backend_tests!(
     reduce_large_batch,
     reduce_wide_rows_in_many_chunks,
     reduce_grad_matches_reference,
+    reduce_grad_into_adds_to_the_slot,
     max_propagates_nan,
     softmax_matches_reference_and_sums_to_one,
     softmax_grad_matches_reference,
@@ -84,6 +85,12 @@ fn check_reduce<B: Backend<Elem = f32>>(b: &B, x: &Array2<f64>, ptr: &[u32], wha
         let (got, arg) = b.segment_reduce(&tx, &p, op);
         let (want, arg_r) = r.segment_reduce(x, &pr, op);
         assert_close(&format!("{what} {op:?}"), &down(b, &got), &want);
+        let (plain, _) = plain_reduce(x, ptr, op);
+        assert_close(
+            &format!("{what} {op:?}, plain loops"),
+            &down(b, &got),
+            &plain,
+        );
         assert_eq!(
             arg.is_some(),
             op == SegmentReduce::Max,
@@ -153,6 +160,91 @@ fn reduce_grad_matches_reference<B: Backend<Elem = f32>>(b: &B) {
             let got = down(b, &b.segment_reduce_grad(&up(b, &dy), &p, op, None, rows));
             let want = r.segment_reduce_grad(&dy, &pr, op, None, rows);
             assert_close(&format!("{what} {op:?} grad"), &got, &want);
+        }
+    }
+}
+
+/// Segment reductions by plain loops over `f64` (independent of every
+/// backend): values, and for `Max` the arg-max rows (first maximum, a NaN
+/// winning over numbers; `u32::MAX` for an empty segment).
+fn plain_reduce(x: &Array2<f64>, ptr: &[u32], op: SegmentReduce) -> (Array2<f64>, Vec<u32>) {
+    let (g, cols) = (ptr.len() - 1, x.ncols());
+    let mut out = Array2::zeros((g, cols));
+    let mut arg = vec![u32::MAX; g * cols];
+    for s in 0..g {
+        let (lo, hi) = (ptr[s] as usize, ptr[s + 1] as usize);
+        for c in 0..cols {
+            if lo == hi {
+                continue;
+            }
+            out[[s, c]] = match op {
+                SegmentReduce::Sum => (lo..hi).map(|i| x[[i, c]]).sum(),
+                SegmentReduce::Mean => (lo..hi).map(|i| x[[i, c]]).sum::<f64>() / (hi - lo) as f64,
+                SegmentReduce::Max => {
+                    let mut best = lo;
+                    for i in lo..hi {
+                        let (v, bv) = (x[[i, c]], x[[best, c]]);
+                        if bv.is_nan() {
+                            break;
+                        }
+                        if v.is_nan() || v > bv {
+                            best = i;
+                        }
+                    }
+                    arg[s * cols + c] = best as u32;
+                    x[[best, c]]
+                }
+            };
+        }
+    }
+    (out, arg)
+}
+
+fn reduce_grad_into_adds_to_the_slot<B: Backend<Elem = f32>>(b: &B) {
+    for (ptr, what) in [(small_ptr(), "small"), (batch_ptr(7), "batch")] {
+        let rows = *ptr.last().unwrap() as usize;
+        let p = b.index_from_slice(&ptr);
+        // Distinct values, and values with many ties (the first maximum
+        // of a segment takes the gradient).
+        let x = distinct(rows, 3, 8, -0.5);
+        let tied = x.mapv(|v| (v * 4.0).floor());
+        let dy = r32(&rand_array(ptr.len() - 1, 3, 9, -1.0, 1.0));
+        let prev = r32(&rand_array(rows, 3, 10, -1.0, 1.0));
+        for (x, op) in [(&x, OPS[0]), (&x, OPS[1]), (&x, OPS[2]), (&tied, OPS[2])] {
+            let (_, arg) = b.segment_reduce(&up(b, x), &p, op);
+            // By hand: each row of a segment gets dy (Sum), dy / size
+            // (Mean), or the arg-max row alone gets it (Max).
+            let (_, plain_arg) = plain_reduce(x, &ptr, op);
+            let mut grad = Array2::<f64>::zeros((rows, 3));
+            for s in 0..ptr.len() - 1 {
+                let (lo, hi) = (ptr[s] as usize, ptr[s + 1] as usize);
+                for c in 0..3 {
+                    match op {
+                        SegmentReduce::Sum => (lo..hi).for_each(|i| grad[[i, c]] += dy[[s, c]]),
+                        SegmentReduce::Mean => {
+                            let d = dy[[s, c]] / (hi - lo) as f64;
+                            (lo..hi).for_each(|i| grad[[i, c]] += d)
+                        }
+                        SegmentReduce::Max if lo < hi => {
+                            grad[[plain_arg[s * 3 + c] as usize, c]] += dy[[s, c]]
+                        }
+                        SegmentReduce::Max => {}
+                    }
+                }
+            }
+            let dyt = up(b, &dy);
+            let mut empty = None;
+            b.segment_reduce_grad_into(&mut empty, &dyt, &p, op, arg.as_ref(), rows);
+            let got = down(b, &empty.expect("an empty slot is filled"));
+            assert_close(&format!("{what} {op:?} into an empty slot"), &got, &grad);
+            let mut slot = Some(up(b, &prev));
+            b.segment_reduce_grad_into(&mut slot, &dyt, &p, op, arg.as_ref(), rows);
+            let got = down(b, &slot.expect("the slot keeps its tensor"));
+            assert_close(
+                &format!("{what} {op:?} added to a slot"),
+                &got,
+                &(&prev + &grad),
+            );
         }
     }
 }

@@ -192,6 +192,31 @@ impl<F: Float> Backend for Cpu<F> {
         std_layout(out)
     }
 
+    fn broadcast_to(&self, t: &Array2<F>, rows: usize, cols: usize) -> Array2<F> {
+        let mut out = Vec::with_capacity(rows * cols);
+        match t.dim() {
+            (1, c) if c == cols => {
+                let row: Vec<F> = t.iter().copied().collect();
+                for _ in 0..rows {
+                    out.extend_from_slice(&row);
+                }
+            }
+            (r, 1) if r == rows => {
+                for &v in t.iter() {
+                    out.extend(std::iter::repeat_n(v, cols));
+                }
+            }
+            _ => {
+                // The general rule (also `1 x 1` and a full-size `t`).
+                let view = t
+                    .broadcast((rows, cols))
+                    .expect("broadcast_to: t is a row, a column, a scalar or rows x cols");
+                out.extend(view.iter().copied());
+            }
+        }
+        Array2::from_shape_vec((rows, cols), out).expect("rows * cols entries")
+    }
+
     fn unary(&self, op: UnaryOp, x: &Array2<F>) -> Array2<F> {
         elementwise::unary(op, x)
     }
@@ -314,6 +339,25 @@ impl<F: Float> Backend for Cpu<F> {
         rows: usize,
     ) -> Array2<F> {
         reduce::segment_reduce_grad(dy, ptr, op, argmax.map(|a| a.as_slice()), rows)
+    }
+
+    fn segment_reduce_grad_into(
+        &self,
+        slot: &mut Option<Array2<F>>,
+        dy: &Array2<F>,
+        ptr: &Arc<Vec<u32>>,
+        op: SegmentReduce,
+        argmax: Option<&Arc<Vec<u32>>>,
+        rows: usize,
+    ) {
+        let argmax = argmax.map(|a| a.as_slice());
+        match slot {
+            Some(acc) if acc.is_standard_layout() => {
+                reduce::segment_reduce_grad_add(acc, dy, ptr, op, argmax);
+            }
+            Some(acc) => *acc += &reduce::segment_reduce_grad(dy, ptr, op, argmax, rows),
+            None => *slot = Some(reduce::segment_reduce_grad(dy, ptr, op, argmax, rows)),
+        }
     }
 
     fn segment_softmax(&self, x: &Array2<F>, ptr: &Arc<Vec<u32>>) -> Array2<F> {

@@ -85,42 +85,51 @@ pub(crate) fn segment_reduce<F: Float>(
 ) -> (Array2<F>, Option<Vec<u32>>) {
     let g = ptr.len() - 1;
     let cols = x.ncols();
+    let x = x.as_standard_layout();
+    let xs = x.as_slice().expect("standard layout");
     let mut out = Array2::zeros((g, cols));
     let mut arg = if op == SegmentReduce::Max {
         Some(vec![u32::MAX; g * cols])
     } else {
         None
     };
+    if cols == 0 {
+        return (out, arg);
+    }
     for s in 0..g {
         let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
         if a == b {
             continue;
         }
-        let mut o = out.row_mut(s);
+        let o = out
+            .row_mut(s)
+            .into_slice()
+            .expect("rows of a standard-layout array are contiguous");
+        // Row by row (contiguous reads), one running value per column.
+        let rows = xs[a * cols..b * cols].chunks_exact(cols);
         match op {
             SegmentReduce::Sum | SegmentReduce::Mean => {
-                for i in a..b {
-                    o += &x.row(i);
+                for r in rows {
+                    o.iter_mut().zip(r).for_each(|(o, &v)| *o += v);
                 }
                 if op == SegmentReduce::Mean {
                     let n = F::from_usize(b - a).expect("usize");
-                    o.mapv_inplace(|v| v / n);
+                    o.iter_mut().for_each(|v| *v /= n);
                 }
             }
             SegmentReduce::Max => {
-                let arg = arg.as_mut().expect("max has argmax");
-                for c in 0..cols {
-                    let mut best = a;
-                    for i in a + 1..b {
+                let arg = &mut arg.as_mut().expect("max has argmax")[s * cols..(s + 1) * cols];
+                o.copy_from_slice(&xs[a * cols..(a + 1) * cols]);
+                arg.fill(a as u32);
+                for (i, r) in (a + 1..b).zip(rows.skip(1)) {
+                    for ((best, idx), &v) in o.iter_mut().zip(arg.iter_mut()).zip(r) {
                         // NaN wins, as in torch.max: a NaN in a segment is
                         // its maximum (the first NaN), not skipped.
-                        let (v, bv) = (x[[i, c]], x[[best, c]]);
-                        if v > bv || (v.is_nan() && !bv.is_nan()) {
-                            best = i;
+                        if v > *best || (v.is_nan() && !best.is_nan()) {
+                            *best = v;
+                            *idx = i as u32;
                         }
                     }
-                    o[c] = x[[best, c]];
-                    arg[s * cols + c] = best as u32;
                 }
             }
         }
@@ -135,8 +144,26 @@ pub(crate) fn segment_reduce_grad<F: Float>(
     argmax: Option<&[u32]>,
     rows: usize,
 ) -> Array2<F> {
+    let mut out = Array2::zeros((rows, dy.ncols()));
+    segment_reduce_grad_add(&mut out, dy, ptr, op, argmax);
+    out
+}
+
+/// `acc += segment_reduce_grad(dy, ..)` in place, `acc` standard layout.
+pub(crate) fn segment_reduce_grad_add<F: Float>(
+    acc: &mut Array2<F>,
+    dy: &Array2<F>,
+    ptr: &[u32],
+    op: SegmentReduce,
+    argmax: Option<&[u32]>,
+) {
     let cols = dy.ncols();
-    let mut out = Array2::zeros((rows, cols));
+    if cols == 0 {
+        return;
+    }
+    let acc = acc
+        .as_slice_mut()
+        .expect("gradient accumulators are standard layout");
     for s in 0..ptr.len() - 1 {
         let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
         if a == b {
@@ -149,9 +176,9 @@ pub(crate) fn segment_reduce_grad<F: Float>(
                 } else {
                     F::one()
                 };
-                for i in a..b {
-                    let mut o = out.row_mut(i);
-                    o.zip_mut_with(&dy.row(s), |o, &d| *o = d * scale);
+                let d: Vec<F> = dy.row(s).iter().map(|&d| d * scale).collect();
+                for o in acc[a * cols..b * cols].chunks_exact_mut(cols) {
+                    o.iter_mut().zip(&d).for_each(|(o, &d)| *o += d);
                 }
             }
             SegmentReduce::Max => {
@@ -159,13 +186,12 @@ pub(crate) fn segment_reduce_grad<F: Float>(
                 for c in 0..cols {
                     let i = arg[s * cols + c];
                     if i != u32::MAX {
-                        out[[i as usize, c]] += dy[[s, c]];
+                        acc[i as usize * cols + c] += dy[[s, c]];
                     }
                 }
             }
         }
     }
-    out
 }
 
 /// Softmax over the rows of each segment, per column. Walks each segment
