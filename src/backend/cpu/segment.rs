@@ -21,6 +21,7 @@
 //! held in the core's cache.
 
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
 use super::parallel::for_each_chunk;
@@ -58,12 +59,17 @@ struct Operands<'a, F> {
 }
 
 /// The outputs of a pass; each is optional.
+///
+/// `scores` and `mix` may start uninitialised (see [`overwritten`]): the
+/// pass writes every entry of their rows `ptr[0]..ptr[G]` and reads an
+/// entry only when accumulating into an initialised `mix`.
 struct Outputs<'a, F> {
     /// `x[v] · u[g(v)·m + j]` (`N x m`), overwritten.
-    scores: Option<&'a mut [F]>,
+    scores: Option<&'a mut [MaybeUninit<F>]>,
     /// `Σ_j a[v, j] u[g(v)·m + j]` (`N x h`), added to the slice's values
-    /// when `.1` is true, else overwriting them.
-    mix: Option<(&'a mut [F], bool)>,
+    /// when `.1` is true (the slice is then initialised), else overwriting
+    /// them.
+    mix: Option<(&'a mut [MaybeUninit<F>], bool)>,
     /// `Σ_{v in g} a[v, j] x[v]` (`(G·m) x h`); must be zero on entry.
     wsum: Option<&'a mut [F]>,
 }
@@ -128,8 +134,8 @@ fn carve<'a, F>(rest: &mut &'a mut [F], len: usize) -> &'a mut [F] {
 /// One task with its share of the outputs.
 struct Job<'a, F> {
     task: Task,
-    scores: Option<&'a mut [F]>,
-    mix: Option<&'a mut [F]>,
+    scores: Option<&'a mut [MaybeUninit<F>]>,
+    mix: Option<&'a mut [MaybeUninit<F>]>,
     /// The weighted sums of the task's graphs (whole tasks only).
     wsum: Option<&'a mut [F]>,
 }
@@ -265,7 +271,7 @@ fn transpose_supernodes<F: Float>(u: &[F], graphs: usize, m: usize, h: usize) ->
 /// (short dependency chains).
 #[inline(always)]
 #[allow(clippy::needless_range_loop)]
-fn score_row<F: Float, const FUSED: bool>(s: &mut [F], xv: &[F], ut: &[F], m: usize) {
+fn score_row<F: Float, const FUSED: bool>(s: &mut [MaybeUninit<F>], xv: &[F], ut: &[F], m: usize) {
     const L: usize = SCORE_LANES;
     let h = xv.len();
     for (jb, panel) in (0..m).step_by(L).zip(ut.chunks_exact(h * L)) {
@@ -287,7 +293,7 @@ fn score_row<F: Float, const FUSED: bool>(s: &mut [F], xv: &[F], ut: &[F], m: us
         }
         let w = (m - jb).min(L);
         for l in 0..w {
-            s[jb + l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+            s[jb + l].write((acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]));
         }
     }
 }
@@ -297,7 +303,7 @@ fn score_row<F: Float, const FUSED: bool>(s: &mut [F], xv: &[F], ut: &[F], m: us
 #[inline(always)]
 #[allow(clippy::needless_range_loop)]
 fn score_row_pair<F: Float, const FUSED: bool>(
-    s: &mut [F],
+    s: &mut [MaybeUninit<F>],
     x0: &[F],
     x1: &[F],
     ut: &[F],
@@ -337,24 +343,34 @@ fn score_row_pair<F: Float, const FUSED: bool>(
         }
         let w = (m - jb).min(L);
         for l in 0..w {
-            s[jb + l] = a0[l] + a1[l];
-            s[m + jb + l] = b0[l] + b1[l];
+            s[jb + l].write(a0[l] + a1[l]);
+            s[m + jb + l].write(b0[l] + b1[l]);
         }
     }
 }
 
 /// `o (+)= Σ_j a[j] u[j]` for the `m x h` block `u`, in register blocks of
-/// `L` columns.
+/// `L` columns. Writes every entry of `o`; reads them only when
+/// `accumulate`, in which case `o` must be initialised.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)]
-fn mix_row<F: Float, const FUSED: bool>(o: &mut [F], a: &[F], u: &[F], accumulate: bool) {
+fn mix_row<F: Float, const FUSED: bool>(
+    o: &mut [MaybeUninit<F>],
+    a: &[F],
+    u: &[F],
+    accumulate: bool,
+) {
     const L: usize = 32;
     let h = o.len();
     let mut c = 0;
     while c + L <= h {
+        let blk = o[c..c + L].as_mut_ptr().cast::<F>();
         let mut acc = [F::zero(); L];
         if accumulate {
-            acc.copy_from_slice(&o[c..c + L]);
+            // SAFETY: `blk` points to `L` entries of `o`, initialised
+            // because `accumulate` is only set for an initialised `o` (the
+            // contract above, kept by every caller of `cross_pass`).
+            unsafe { std::ptr::copy_nonoverlapping(blk, acc.as_mut_ptr(), L) };
         }
         for (j, &aj) in a.iter().enumerate() {
             let uj: &[F; L] = u[j * h + c..j * h + c + L]
@@ -364,15 +380,24 @@ fn mix_row<F: Float, const FUSED: bool>(o: &mut [F], a: &[F], u: &[F], accumulat
                 acc[l] = madd::<F, FUSED>(aj, uj[l], acc[l]);
             }
         }
-        o[c..c + L].copy_from_slice(&acc);
+        // SAFETY: `blk` points to `L` writable entries of `o` (a write to
+        // possibly uninitialised memory through a raw pointer).
+        unsafe { std::ptr::copy_nonoverlapping(acc.as_ptr(), blk, L) };
         c += L;
     }
-    for i in c..h {
-        let mut s = if accumulate { o[i] } else { F::zero() };
+    for e in &mut o[c..] {
+        let i = c;
+        c += 1;
+        // SAFETY: as above.
+        let mut s = if accumulate {
+            unsafe { e.assume_init() }
+        } else {
+            F::zero()
+        };
         for (j, &aj) in a.iter().enumerate() {
             s = madd::<F, FUSED>(aj, u[j * h + i], s);
         }
-        o[i] = s;
+        e.write(s);
     }
 }
 
@@ -518,6 +543,58 @@ fn as_mut_slice<F: Float>(a: &mut Array2<F>) -> &mut [F] {
         .expect("the kernels' outputs are standard layout")
 }
 
+/// An initialised slice seen as an output of a pass (for accumulation).
+fn as_uninit<F>(s: &mut [F]) -> &mut [MaybeUninit<F>] {
+    // SAFETY: `MaybeUninit<F>` has the size, alignment and layout of `F`,
+    // and the passes write only initialised values through the result, so
+    // `s` stays initialised.
+    unsafe { &mut *(s as *mut [F] as *mut [MaybeUninit<F>]) }
+}
+
+/// A `rows x cols` output of a pass that overwrites it, without first
+/// filling it with zeros: `pass` gets the uninitialised entries, the rows
+/// outside `ptr[0]..ptr[G]` (which belong to no graph) already zero, and
+/// must write every entry of the others, as a pass over `ptr` does for its
+/// `scores`, and for its `mix` when not accumulating. Returns the array and
+/// what `pass` returned.
+///
+/// For a `ptr` that is not non-decreasing or runs past `rows` (which the
+/// autograd layer never passes) every entry is zeroed first, so nothing
+/// uninitialised can be read whatever the pass does with it.
+fn overwritten<F: Float, R>(
+    rows: usize,
+    cols: usize,
+    ptr: &[u32],
+    pass: impl FnOnce(&mut [MaybeUninit<F>]) -> R,
+) -> (Array2<F>, R) {
+    let len = rows * cols;
+    let mut buf: Vec<F> = Vec::with_capacity(len);
+    let out = &mut buf.spare_capacity_mut()[..len];
+    let valid =
+        ptr.windows(2).all(|w| w[0] <= w[1]) && ptr.last().is_none_or(|&e| e as usize <= rows);
+    let (lo, hi) = match (ptr.first(), ptr.last()) {
+        (Some(&lo), Some(&hi)) if valid && ptr.len() >= 2 => (lo as usize, hi as usize),
+        _ if valid => (0, 0),
+        _ => (0, rows),
+    };
+    let zero = MaybeUninit::new(F::zero());
+    if valid {
+        out[..lo * cols].fill(zero);
+        out[hi * cols..].fill(zero);
+    } else {
+        out.fill(zero);
+    }
+    let r = pass(out);
+    // SAFETY: the rows outside `lo..hi` (or all of them) were zeroed above;
+    // for a non-decreasing `ptr` within `rows`, the pass's tasks cover each
+    // row of `lo..hi` once (`plan`), and its score and non-accumulating mix
+    // kernels write every entry of each row they are given. (Had the pass
+    // panicked, `buf` would be dropped with length 0.)
+    unsafe { buf.set_len(len) };
+    let arr = Array2::from_shape_vec((rows, cols), buf).expect("rows * cols entries");
+    (arr, r)
+}
+
 /// Runs a pass whose mixing output goes into a gradient slot: added to
 /// its tensor, or (empty slot) filled with a new `n x h` one; without a
 /// slot the pass computes only `scores` and `wsum`.
@@ -525,7 +602,7 @@ fn pass_into_slot<F: Float>(
     op: Operands<'_, F>,
     slot: Option<&mut Option<Array2<F>>>,
     n: usize,
-    scores: Option<&mut [F]>,
+    scores: Option<&mut [MaybeUninit<F>]>,
     wsum: Option<&mut [F]>,
 ) {
     let Some(slot) = slot else {
@@ -539,20 +616,20 @@ fn pass_into_slot<F: Float>(
         );
         return;
     };
-    let accumulate = slot.is_some();
     let mut acc = match slot.take() {
         Some(acc) if acc.is_standard_layout() => acc,
         Some(acc) => acc.as_standard_layout().into_owned(),
-        None => zeros(n, op.h),
+        None => {
+            let (fresh, ()) = overwritten(n, op.h, op.ptr, |mix| {
+                let mix = Some((mix, false));
+                cross_pass(op, Outputs { scores, mix, wsum });
+            });
+            *slot = Some(fresh);
+            return;
+        }
     };
-    cross_pass(
-        op,
-        Outputs {
-            scores,
-            mix: Some((as_mut_slice(&mut acc), accumulate)),
-            wsum,
-        },
-    );
+    let mix = Some((as_uninit(as_mut_slice(&mut acc)), true));
+    cross_pass(op, Outputs { scores, mix, wsum });
     *slot = Some(acc);
 }
 
@@ -565,7 +642,6 @@ pub(crate) fn segment_scores<F: Float>(
 ) -> Array2<F> {
     let (ks, qs) = (slice_of(k), slice_of(q));
     let (n, h) = k.dim();
-    let mut out = zeros(n, m);
     let op = Operands {
         x: &ks,
         a: &[],
@@ -575,22 +651,19 @@ pub(crate) fn segment_scores<F: Float>(
         m,
         ptr,
     };
-    cross_pass(
-        op,
-        Outputs {
-            scores: Some(as_mut_slice(&mut out)),
-            mix: None,
-            wsum: None,
-        },
-    );
+    let (out, ()) = overwritten(n, m, ptr, |scores| {
+        let (scores, mix, wsum) = (Some(scores), None, None);
+        cross_pass(op, Outputs { scores, mix, wsum });
+    });
     out
 }
 
 /// `out[v] = Σ_j a[v, j] u[g(v)·M + j]` (`N x h`, `M = a.ncols()`).
 pub(crate) fn segment_mix<F: Float>(a: &Array2<F>, u: &Array2<F>, ptr: &[u32]) -> Array2<F> {
-    let mut out = zeros(a.nrows(), u.ncols());
-    mix_pass(&mut out, a, u, ptr, false);
-    out
+    overwritten(a.nrows(), u.ncols(), ptr, |out| {
+        mix_pass(out, a, u, ptr, false)
+    })
+    .0
 }
 
 /// `acc[v] += Σ_j a[v, j] u[g(v)·M + j]` in place (`acc` standard layout).
@@ -600,11 +673,12 @@ pub(crate) fn segment_mix_add<F: Float>(
     u: &Array2<F>,
     ptr: &[u32],
 ) {
-    mix_pass(acc, a, u, ptr, true);
+    mix_pass(as_uninit(as_mut_slice(acc)), a, u, ptr, true);
 }
 
+/// A mixing pass into `out`, initialised when `accumulate`.
 fn mix_pass<F: Float>(
-    out: &mut Array2<F>,
+    out: &mut [MaybeUninit<F>],
     a: &Array2<F>,
     u: &Array2<F>,
     ptr: &[u32],
@@ -624,7 +698,7 @@ fn mix_pass<F: Float>(
         op,
         Outputs {
             scores: None,
-            mix: Some((as_mut_slice(out), accumulate)),
+            mix: Some((out, accumulate)),
             wsum: None,
         },
     );
@@ -701,24 +775,28 @@ pub(crate) fn segment_mix_grad<F: Float>(
     let (gs, as_, us) = (slice_of(g), slice_of(a), slice_of(u));
     let (n, h) = g.dim();
     let m = a.ncols();
-    let mut da = want_da.then(|| zeros(n, m));
     let mut du = want_du.then(|| zeros(ptr.len().saturating_sub(1) * m, h));
-    cross_pass(
-        Operands {
-            x: &gs,
-            a: &as_,
-            u: &us,
-            ut: &[],
-            h,
-            m,
-            ptr,
-        },
-        Outputs {
-            scores: da.as_mut().map(as_mut_slice),
-            mix: None,
-            wsum: du.as_mut().map(as_mut_slice),
-        },
-    );
+    let op = Operands {
+        x: &gs,
+        a: &as_,
+        u: &us,
+        ut: &[],
+        h,
+        m,
+        ptr,
+    };
+    let wsum = du.as_mut().map(as_mut_slice);
+    let da = if want_da {
+        let (da, ()) = overwritten(n, m, ptr, |scores| {
+            let (scores, mix) = (Some(scores), None);
+            cross_pass(op, Outputs { scores, mix, wsum });
+        });
+        Some(da)
+    } else {
+        let (scores, mix) = (None, None);
+        cross_pass(op, Outputs { scores, mix, wsum });
+        None
+    };
     (da, du)
 }
 
@@ -746,9 +824,14 @@ pub(crate) fn segment_weighted_sum_grad<F: Float>(
         m,
         ptr,
     };
-    let mut da = want_da.then(|| zeros(n, m));
-    pass_into_slot(op, dx, n, da.as_mut().map(as_mut_slice), None);
-    da
+    if !want_da {
+        pass_into_slot(op, dx, n, None, None);
+        return None;
+    }
+    let (da, ()) = overwritten(n, m, ptr, |scores| {
+        pass_into_slot(op, dx, n, Some(scores), None);
+    });
+    Some(da)
 }
 
 #[cfg(test)]
@@ -820,6 +903,24 @@ mod tests {
     }
 
     #[test]
+    fn overwritten_outputs_zero_what_the_pass_does_not_own() {
+        // Rows 2..9 belong to the graphs; the pass writes them, the others
+        // are zero.
+        let (out, ()) = overwritten::<f64, _>(12, 3, &[2, 5, 9], |o| {
+            o[2 * 3..9 * 3].fill(MaybeUninit::new(1.0));
+        });
+        for ((v, _), &x) in out.indexed_iter() {
+            assert_eq!(x, if (2..9).contains(&v) { 1.0 } else { 0.0 }, "row {v}");
+        }
+        // No graphs, a decreasing `ptr`, or one past the rows: the pass
+        // writes nothing and every entry is zero.
+        for ptr in [&[][..], &[0], &[4], &[0, 5, 3], &[0, 20]] {
+            let (out, ()) = overwritten::<f64, _>(12, 3, ptr, |_| {});
+            assert!(out.iter().all(|&x| x == 0.0), "{ptr:?}");
+        }
+    }
+
+    #[test]
     fn a_huge_graph_is_split_into_at_most_max_parts() {
         let ptr = [0u32, 1_000_000];
         let tasks = plan(&ptr);
@@ -850,17 +951,19 @@ mod tests {
         let (x, a, u) = (values(rows * h, 1), values(rows * m, 2), values(m * h, 3));
         let ut = transpose_supernodes(&u, 1, m, h);
         let close = |got: f64, want: f64| (got - want).abs() <= 1e-12 * (1.0 + want.abs());
+        // Outputs start as NaN: an entry the kernels leave unwritten, or
+        // read when they should only write, shows up as NaN.
         for v in 0..rows {
-            let mut s = vec![0.0; m];
-            score_row::<f64, FUSED>(&mut s, &x[v * h..(v + 1) * h], &ut, m);
+            let mut s = vec![f64::NAN; m];
+            score_row::<f64, FUSED>(as_uninit(&mut s), &x[v * h..(v + 1) * h], &ut, m);
             for j in 0..m {
                 let want: f64 = (0..h).map(|c| x[v * h + c] * u[j * h + c]).sum();
                 assert!(close(s[j], want), "score ({v}, {j}): {} vs {want}", s[j]);
             }
             if v + 1 < rows {
-                let mut s2 = vec![0.0; 2 * m];
+                let mut s2 = vec![f64::NAN; 2 * m];
                 let (x0, x1) = (&x[v * h..(v + 1) * h], &x[(v + 1) * h..(v + 2) * h]);
-                score_row_pair::<f64, FUSED>(&mut s2, x0, x1, &ut, m);
+                score_row_pair::<f64, FUSED>(as_uninit(&mut s2), x0, x1, &ut, m);
                 for r in 0..2 {
                     for j in 0..m {
                         let want: f64 = (0..h).map(|c| x[(v + r) * h + c] * u[j * h + c]).sum();
@@ -874,8 +977,9 @@ mod tests {
                 }
             }
             for accumulate in [false, true] {
-                let mut o = vec![0.5; h];
-                mix_row::<f64, FUSED>(&mut o, &a[v * m..(v + 1) * m], &u, accumulate);
+                let mut o = vec![if accumulate { 0.5 } else { f64::NAN }; h];
+                let av = &a[v * m..(v + 1) * m];
+                mix_row::<f64, FUSED>(as_uninit(&mut o), av, &u, accumulate);
                 for c in 0..h {
                     let sum: f64 = (0..m).map(|j| a[v * m + j] * u[j * h + c]).sum();
                     let want = if accumulate { 0.5 + sum } else { sum };
