@@ -2,13 +2,17 @@
 //! number of nodes grows (one graph, `h = 64`, `M = 10`, `f32`, CPU).
 //!
 //! ```text
-//! cargo run --release --example mvcattn_scaling -- [--json] [--max-n 1000000] [--dense-max-n 10000] [--malloc reuse|system]
+//! cargo run --release --example mvcattn_scaling -- [--json] [--max-n 1000000] [--dense-max-n 10000] [--rounds 3] [--malloc reuse|system]
 //! ```
 //!
 //! Each measurement (forward + backward of `mean(Z')`, median over a few
 //! repetitions after one warm-up) runs in a fresh child process of this
 //! example (`--single N --kind mvcattn|dense`), so that its peak resident
-//! memory (`VmHWM`) belongs to that measurement alone. The dense baseline is
+//! memory (`VmHWM`) belongs to that measurement alone. The whole sweep over
+//! the sizes runs `--rounds` times, one round after the other, and each
+//! size reports the median of its rounds' times (and the largest peak), so
+//! that a slow spell of a shared machine lands in one round of every size
+//! instead of in all repetitions of one size. The dense baseline is
 //! `softmax(Q Kᵀ / sqrt(d)) V` with `N x N` scores, built from ordinary `Var`
 //! ops. With `--json` every measurement is one JSON object per line:
 //! `{"n", "ms", "peak_rss_mb", "kind"}`.
@@ -54,6 +58,9 @@ struct Args {
     /// Largest N for the dense baseline.
     #[arg(long, default_value_t = 10_000)]
     dense_max_n: usize,
+    /// Sweeps over all sizes; each size reports the median over them.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Child mode: measure this N only and print one JSON line.
     #[arg(long)]
     single: Option<usize>,
@@ -155,6 +162,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
 
+    if args.rounds == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
     let exe = std::env::current_exe()?;
     let reuse = match args.malloc.as_str() {
         "reuse" => std::env::var_os("GLIBC_TUNABLES").is_none(),
@@ -168,11 +178,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let sizes = [1_000usize, 10_000, 100_000, 1_000_000];
-    for &n in sizes.iter().filter(|&&n| n <= args.max_n) {
-        for kind in ["mvcattn", "dense"] {
-            if kind == "dense" && n > args.dense_max_n {
-                continue;
-            }
+    let runs: Vec<(usize, &str)> = sizes
+        .iter()
+        .filter(|&&n| n <= args.max_n)
+        .flat_map(|&n| [(n, "mvcattn"), (n, "dense")])
+        .filter(|&(n, kind)| kind == "mvcattn" || n <= args.dense_max_n)
+        .collect();
+    // (ms of every round, largest peak) per run; the peak stays NaN where
+    // the platform does not report it.
+    let mut results: Vec<(Vec<f64>, f64)> = vec![(Vec::new(), f64::NAN); runs.len()];
+    for round in 0..args.rounds {
+        if !args.json {
+            eprintln!("round {} of {}", round + 1, args.rounds);
+        }
+        for (&(n, kind), (times, peak)) in runs.iter().zip(results.iter_mut()) {
             let mut child = Command::new(&exe);
             child.args(["--single", &n.to_string(), "--kind", kind]);
             if reuse {
@@ -186,20 +205,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 )
                 .into());
             }
-            let line = String::from_utf8(out.stdout)?;
-            let line = line.trim();
-            if args.json {
-                println!("{line}");
-            } else {
-                let v: serde_json::Value = serde_json::from_str(line)?;
-                println!(
-                    "{:>9} {:>8} {:>12.1} {:>14.1}",
-                    n,
-                    kind,
-                    v["ms"].as_f64().unwrap_or(f64::NAN),
-                    v["peak_rss_mb"].as_f64().unwrap_or(f64::NAN)
-                );
-            }
+            let v: serde_json::Value = serde_json::from_str(String::from_utf8(out.stdout)?.trim())?;
+            let ms = v["ms"]
+                .as_f64()
+                .ok_or_else(|| format!("child for N = {n} ({kind}) printed no time"))?;
+            times.push(ms);
+            *peak = peak.max(v["peak_rss_mb"].as_f64().unwrap_or(f64::NAN));
+        }
+    }
+    for (&(n, kind), (times, peak)) in runs.iter().zip(&results) {
+        let ms = median(times);
+        if args.json {
+            println!("{}", json_line(n, ms, *peak, kind));
+        } else {
+            println!("{n:>9} {kind:>8} {ms:>12.1} {peak:>14.1}");
         }
     }
     Ok(())

@@ -18,6 +18,7 @@ backend_tests!(
     softmax_both_axes_and_log,
     softmax_is_stable_for_large_logits,
     softmax_along_rows_of_a_tall_tensor,
+    softmax_of_many_rows_matches_plain_loops,
     softmax_grad_matches_reference,
     layer_norm_matches_reference,
     layer_norm_grad_matches_reference,
@@ -238,6 +239,48 @@ fn softmax_along_rows_of_a_tall_tensor<B: Backend<Elem = f32>>(b: &B) {
             &format!("20000x3 Rows log={log}"),
             &got,
             &r.softmax(&x, Axis::Rows, log),
+        );
+    }
+}
+
+fn softmax_of_many_rows_matches_plain_loops<B: Backend<Elem = f32>>(b: &B) {
+    // 40,000 rows of 10 (MVCAttn's backward attention): enough entries for
+    // the CPU to split the rows over threads. The reference is plain f64
+    // loops per row, independent of every backend.
+    let (rows, cols) = (40_000, 10);
+    let x = r32(&rand_array(rows, cols, 640, -6.0, 6.0));
+    let dy = r32(&rand_array(rows, cols, 641, -1.0, 1.0));
+    for log in [false, true] {
+        let mut want = x.clone();
+        let mut want_dx = dy.clone();
+        for ((mut lane, mut g), xl) in want
+            .rows_mut()
+            .into_iter()
+            .zip(want_dx.rows_mut())
+            .zip(x.rows())
+        {
+            let m = xl.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v));
+            let lse = m + xl.iter().map(|&v| (v - m).exp()).sum::<f64>().ln();
+            lane.iter_mut()
+                .zip(xl)
+                .for_each(|(o, &v)| *o = if log { v - lse } else { (v - lse).exp() });
+            // dx = J^T dy: y (dy - <dy, y>) for softmax, dy - softmax * sum(dy) for log.
+            let p: Vec<f64> = xl.iter().map(|&v| (v - lse).exp()).collect();
+            let (sum_g, dot) = g
+                .iter()
+                .zip(&p)
+                .fold((0.0, 0.0), |(s, d), (&g, &p)| (s + g, d + g * p));
+            g.iter_mut()
+                .zip(&p)
+                .for_each(|(g, &p)| *g = if log { *g - p * sum_g } else { p * (*g - dot) });
+        }
+        let y = b.softmax(&up(b, &x), Axis::Cols, log);
+        assert_close(&format!("many rows log={log}"), &down(b, &y), &want);
+        let dx = b.softmax_grad(&up(b, &want), &up(b, &dy), Axis::Cols, log);
+        assert_close(
+            &format!("many rows grad log={log}"),
+            &down(b, &dx),
+            &want_dx,
         );
     }
 }

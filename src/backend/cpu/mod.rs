@@ -197,9 +197,25 @@ impl<F: Float> Backend for Cpu<F> {
         match t.dim() {
             (1, c) if c == cols => {
                 let row: Vec<F> = t.iter().copied().collect();
-                for _ in 0..rows {
-                    out.extend_from_slice(&row);
-                }
+                let spare = &mut out.spare_capacity_mut()[..rows * cols];
+                reduce::for_row_blocks(spare, cols, |_, block| {
+                    for dst in block.chunks_exact_mut(cols) {
+                        // SAFETY: `dst` is `cols` entries of `out`'s spare
+                        // capacity, `row` has `cols` entries; the copy
+                        // writes them (a raw write to uninitialised memory).
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                row.as_ptr(),
+                                dst.as_mut_ptr().cast(),
+                                cols,
+                            )
+                        };
+                    }
+                });
+                // SAFETY: `for_row_blocks` passes every row of `spare` to the
+                // closure once (nothing when `cols` is 0, where the length
+                // is 0), and the closure writes all of each row.
+                unsafe { out.set_len(rows * cols) };
             }
             (r, 1) if r == rows => {
                 for &v in t.iter() {

@@ -2,25 +2,86 @@
 
 use ndarray::{Array2, Axis, Zip};
 
+use super::parallel::for_each_chunk;
+use super::sparse::PAR_THRESHOLD;
 use crate::backend::SegmentReduce;
 use crate::float::Float;
 
+/// Entries per task of the row-wise loops below (whole rows each); arrays
+/// of fewer than `4 * PAR_THRESHOLD` entries run on the calling thread.
+const ROW_BLOCK: usize = 1 << 14;
+
+/// Calls `f(first_row, block)` for blocks of whole `cols`-wide rows of
+/// `data` covering it in order, on both cores when `data` is large (the
+/// calling thread takes part, see `parallel.rs`). Each row is handled by
+/// one call, so results do not depend on the split.
+pub(crate) fn for_row_blocks<T: Send>(
+    data: &mut [T],
+    cols: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    if cols == 0 || data.is_empty() {
+        return;
+    }
+    if data.len() < 4 * PAR_THRESHOLD {
+        f(0, data);
+        return;
+    }
+    let rows = (ROW_BLOCK / cols).max(1);
+    for_each_chunk(data, rows * cols, |i, block| f(i * rows, block));
+}
+
+/// Softmax (or log-softmax) of one contiguous lane, in place.
+fn softmax_lane<F: Float>(lane: &mut [F], log: bool) {
+    let m = lane.iter().fold(F::neg_infinity(), |a, &b| a.max(b));
+    let m = if m.is_finite() { m } else { F::zero() };
+    if log {
+        let s: F = lane.iter().map(|&v| (v - m).exp()).sum();
+        let lse = m + s.ln();
+        lane.iter_mut().for_each(|v| *v -= lse);
+    } else {
+        lane.iter_mut().for_each(|v| *v = (*v - m).exp());
+        let s: F = lane.iter().copied().sum();
+        lane.iter_mut().for_each(|v| *v /= s);
+    }
+}
+
+/// Backward of [`softmax_lane`] for one lane: `g` (`dy` on entry) becomes
+/// `dx`, given the output `y`.
+fn softmax_grad_lane<F: Float>(g: &mut [F], y: &[F], log: bool) {
+    if log {
+        let s: F = g.iter().copied().sum();
+        g.iter_mut().zip(y).for_each(|(g, &y)| *g -= y.exp() * s);
+    } else {
+        let s: F = g.iter().zip(y).map(|(&g, &y)| g * y).sum();
+        g.iter_mut().zip(y).for_each(|(g, &y)| *g = y * (*g - s));
+    }
+}
+
 pub(crate) fn softmax<F: Float>(x: &Array2<F>, axis: Axis, log: bool) -> Array2<F> {
-    let mut out = x.clone();
-    for mut lane in out.lanes_mut(axis) {
-        let m = lane.iter().fold(F::neg_infinity(), |a, &b| a.max(b));
-        let m = if m.is_finite() { m } else { F::zero() };
-        if log {
-            let s: F = lane.iter().map(|&v| (v - m).exp()).sum();
-            let lse = m + s.ln();
-            lane.mapv_inplace(|v| v - lse);
-        } else {
-            lane.mapv_inplace(|v| (v - m).exp());
-            let s: F = lane.iter().copied().sum();
-            lane.mapv_inplace(|v| v / s);
+    let c = x.ncols();
+    match x.as_slice() {
+        // Along rows of a standard-layout array: contiguous lanes, split
+        // over both cores when large.
+        Some(xs) if axis == Axis(1) => {
+            let mut out = xs.to_vec();
+            for_row_blocks(&mut out, c, |_, block| {
+                block
+                    .chunks_exact_mut(c)
+                    .for_each(|lane| softmax_lane(lane, log));
+            });
+            Array2::from_shape_vec(x.raw_dim(), out).expect("same shape")
+        }
+        _ => {
+            let mut out = x.clone();
+            for mut lane in out.lanes_mut(axis) {
+                let mut v = lane.to_vec();
+                softmax_lane(&mut v, log);
+                lane.iter_mut().zip(v).for_each(|(o, v)| *o = v);
+            }
+            out
         }
     }
-    out
 }
 
 pub(crate) fn softmax_grad<F: Float>(
@@ -29,21 +90,28 @@ pub(crate) fn softmax_grad<F: Float>(
     axis: Axis,
     log: bool,
 ) -> Array2<F> {
-    let mut out = dy.clone();
-    for (mut g, yl) in out.lanes_mut(axis).into_iter().zip(y.lanes(axis)) {
-        if log {
-            let s: F = g.iter().copied().sum();
-            Zip::from(&mut g)
-                .and(&yl)
-                .for_each(|g, &y| *g -= y.exp() * s);
-        } else {
-            let s: F = g.iter().zip(yl.iter()).map(|(&g, &y)| g * y).sum();
-            Zip::from(&mut g)
-                .and(&yl)
-                .for_each(|g, &y| *g = y * (*g - s));
+    let c = y.ncols();
+    match (y.as_slice(), dy.as_slice()) {
+        (Some(ys), Some(dys)) if axis == Axis(1) => {
+            let mut out = dys.to_vec();
+            for_row_blocks(&mut out, c, |row, block| {
+                let yb = &ys[row * c..row * c + block.len()];
+                for (g, y) in block.chunks_exact_mut(c).zip(yb.chunks_exact(c)) {
+                    softmax_grad_lane(g, y, log);
+                }
+            });
+            Array2::from_shape_vec(y.raw_dim(), out).expect("same shape")
+        }
+        _ => {
+            let mut out = dy.clone();
+            for (mut g, yl) in out.lanes_mut(axis).into_iter().zip(y.lanes(axis)) {
+                let (mut gv, yv) = (g.to_vec(), yl.to_vec());
+                softmax_grad_lane(&mut gv, &yv, log);
+                g.iter_mut().zip(gv).for_each(|(o, v)| *o = v);
+            }
+            out
         }
     }
-    out
 }
 
 pub(crate) fn layer_norm<F: Float>(x: &Array2<F>, eps: f64) -> (Array2<F>, Array2<F>) {
@@ -177,9 +245,11 @@ pub(crate) fn segment_reduce_grad_add<F: Float>(
                     F::one()
                 };
                 let d: Vec<F> = dy.row(s).iter().map(|&d| d * scale).collect();
-                for o in acc[a * cols..b * cols].chunks_exact_mut(cols) {
-                    o.iter_mut().zip(&d).for_each(|(o, &d)| *o += d);
-                }
+                for_row_blocks(&mut acc[a * cols..b * cols], cols, |_, block| {
+                    for o in block.chunks_exact_mut(cols) {
+                        o.iter_mut().zip(&d).for_each(|(o, &d)| *o += d);
+                    }
+                });
             }
             SegmentReduce::Max => {
                 let arg = argmax.expect("max backward needs argmax");
