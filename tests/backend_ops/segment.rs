@@ -19,6 +19,7 @@ backend_tests!(
     max_propagates_nan,
     softmax_matches_reference_and_sums_to_one,
     softmax_grad_matches_reference,
+    large_segments_match_plain_loops,
     broadcast_matches_reference,
     rows_outside_the_segments_follow_the_cpu,
     scores_match_reference,
@@ -339,6 +340,43 @@ fn softmax_grad_matches_reference<B: Backend<Elem = f32>>(b: &B) {
         let got = down(b, &b.segment_softmax_grad(&up(b, &y), &up(b, &dy), &p));
         let want = r.segment_softmax_grad(&y, &dy, &pr);
         assert_close(&format!("{what} softmax grad"), &got, &want);
+    }
+}
+
+fn large_segments_match_plain_loops<B: Backend<Elem = f32>>(b: &B) {
+    // Segments of 30,000 and 40,000 rows of 10 columns (large enough for
+    // the CPU to reduce them in blocks on several threads) around small
+    // ones; the reference is plain f64 loops, independent of every backend.
+    let ptr = offsets(&[3, 30_000, 0, 7, 40_000, 5]);
+    let (rows, cols) = (*ptr.last().unwrap() as usize, 10);
+    let x = r32(&rand_array(rows, cols, 13, -8.0, 8.0));
+    let dy = r32(&rand_array(rows, cols, 14, -1.0, 1.0));
+    let p = b.index_from_slice(&ptr);
+    let (mut soft, mut dx) = (Array2::zeros((rows, cols)), Array2::zeros((rows, cols)));
+    for w in ptr.windows(2) {
+        let (lo, hi) = (w[0] as usize, w[1] as usize);
+        for c in 0..cols {
+            let m = (lo..hi).fold(f64::NEG_INFINITY, |a, i| a.max(x[[i, c]]));
+            let z: f64 = (lo..hi).map(|i| (x[[i, c]] - m).exp()).sum();
+            (lo..hi).for_each(|i| soft[[i, c]] = (x[[i, c]] - m).exp() / z);
+            let dot: f64 = (lo..hi).map(|i| dy[[i, c]] * soft[[i, c]]).sum();
+            (lo..hi).for_each(|i| dx[[i, c]] = soft[[i, c]] * (dy[[i, c]] - dot));
+        }
+    }
+    let got = down(b, &b.segment_softmax(&up(b, &x), &p));
+    assert_close("large segments softmax", &got, &soft);
+    for (g, c, s) in segment_sums(&got, &ptr) {
+        assert!(
+            (s - 1.0).abs() < 1e-4,
+            "segment {g}, column {c} sums to {s}"
+        );
+    }
+    let got = down(b, &b.segment_softmax_grad(&up(b, &soft), &up(b, &dy), &p));
+    assert_close("large segments softmax grad", &got, &dx);
+    for op in [SegmentReduce::Sum, SegmentReduce::Mean] {
+        let (got, _) = b.segment_reduce(&up(b, &x), &p, op);
+        let (want, _) = plain_reduce(&x, &ptr, op);
+        assert_close(&format!("large segments {op:?}"), &down(b, &got), &want);
     }
 }
 

@@ -193,11 +193,14 @@ impl<F: Float> Backend for Cpu<F> {
     }
 
     fn broadcast_to(&self, t: &Array2<F>, rows: usize, cols: usize) -> Array2<F> {
-        let mut out = Vec::with_capacity(rows * cols);
+        let len = rows
+            .checked_mul(cols)
+            .expect("broadcast_to: rows * cols overflows usize");
+        let mut out = Vec::with_capacity(len);
         match t.dim() {
             (1, c) if c == cols => {
                 let row: Vec<F> = t.iter().copied().collect();
-                let spare = &mut out.spare_capacity_mut()[..rows * cols];
+                let spare = &mut out.spare_capacity_mut()[..len];
                 reduce::for_row_blocks(spare, cols, |_, block| {
                     for dst in block.chunks_exact_mut(cols) {
                         // SAFETY: `dst` is `cols` entries of `out`'s spare
@@ -212,10 +215,11 @@ impl<F: Float> Backend for Cpu<F> {
                         };
                     }
                 });
-                // SAFETY: `for_row_blocks` passes every row of `spare` to the
-                // closure once (nothing when `cols` is 0, where the length
-                // is 0), and the closure writes all of each row.
-                unsafe { out.set_len(rows * cols) };
+                // SAFETY: `spare` is `rows` whole rows of `cols` entries
+                // (`len` did not overflow); `for_row_blocks` passes every
+                // row to the closure once (nothing when `cols` is 0, where
+                // `len` is 0), and the closure writes all of each row.
+                unsafe { out.set_len(len) };
             }
             (r, 1) if r == rows => {
                 for &v in t.iter() {

@@ -27,8 +27,53 @@ pub(crate) fn for_row_blocks<T: Send>(
         f(0, data);
         return;
     }
-    let rows = (ROW_BLOCK / cols).max(1);
+    let rows = block_rows(cols);
     for_each_chunk(data, rows * cols, |i, block| f(i * rows, block));
+}
+
+/// Rows per block of the split segment kernels for `cols`-wide
+/// rows: fixed, so that partial sums over blocks, added in block order, do
+/// not depend on the number of threads.
+fn block_rows(cols: usize) -> usize {
+    (ROW_BLOCK / cols.max(1)).max(1)
+}
+
+/// Whether a segment of `entries` entries is split into blocks (the
+/// smaller ones, among them every graph of the text corpora and Cora, are
+/// reduced row after row, on the calling thread).
+fn split_segment(entries: usize) -> bool {
+    entries >= 4 * PAR_THRESHOLD
+}
+
+/// `f(first_row, block)` for the blocks of [`block_rows`] whole rows of
+/// `data`, in parallel; the results in block order.
+fn map_row_blocks<T: Send, R: Send>(
+    data: &mut [T],
+    cols: usize,
+    f: impl Fn(usize, &mut [T]) -> R + Sync,
+) -> Vec<R> {
+    let rows = block_rows(cols);
+    let mut slots: Vec<(usize, &mut [T], Option<R>)> = data
+        .chunks_mut(rows * cols.max(1))
+        .enumerate()
+        .map(|(i, block)| (i * rows, block, None))
+        .collect();
+    for_each_chunk(&mut slots, 1, |_, slot| {
+        for (row, block, out) in slot {
+            *out = Some(f(*row, block));
+        }
+    });
+    slots
+        .into_iter()
+        .map(|(_, _, r)| r.expect("every block is visited"))
+        .collect()
+}
+
+/// Adds the per-block partial column sums `parts` into `acc`, in order.
+fn add_parts<F: Float>(acc: &mut [F], parts: &[Vec<F>]) {
+    for p in parts {
+        acc.iter_mut().zip(p).for_each(|(a, &v)| *a += v);
+    }
 }
 
 /// Softmax (or log-softmax) of one contiguous lane, in place.
@@ -176,6 +221,28 @@ pub(crate) fn segment_reduce<F: Float>(
         // Row by row (contiguous reads), one running value per column.
         let rows = xs[a * cols..b * cols].chunks_exact(cols);
         match op {
+            SegmentReduce::Sum | SegmentReduce::Mean if split_segment((b - a) * cols) => {
+                // Partial sums of fixed blocks of rows, in parallel, added
+                // in order.
+                let len = block_rows(cols) * cols;
+                let seg = &xs[a * cols..b * cols];
+                let mut parts: Vec<(&[F], Vec<F>)> =
+                    seg.chunks(len).map(|block| (block, Vec::new())).collect();
+                for_each_chunk(&mut parts, 1, |_, slot| {
+                    for (block, sum) in slot {
+                        *sum = vec![F::zero(); cols];
+                        for r in block.chunks_exact(cols) {
+                            sum.iter_mut().zip(r).for_each(|(o, &v)| *o += v);
+                        }
+                    }
+                });
+                let parts: Vec<Vec<F>> = parts.into_iter().map(|(_, sum)| sum).collect();
+                add_parts(o, &parts);
+                if op == SegmentReduce::Mean {
+                    let n = F::from_usize(b - a).expect("usize");
+                    o.iter_mut().for_each(|v| *v /= n);
+                }
+            }
             SegmentReduce::Sum | SegmentReduce::Mean => {
                 for r in rows {
                     o.iter_mut().zip(r).for_each(|(o, &v)| *o += v);
@@ -279,6 +346,10 @@ pub(crate) fn segment_softmax<F: Float>(x: &Array2<F>, ptr: &[u32]) -> Array2<F>
             continue;
         }
         let block = &mut data[a * c..b * c];
+        if split_segment(block.len()) {
+            segment_softmax_split(block, c);
+            continue;
+        }
         mx.iter_mut().for_each(|m| *m = F::neg_infinity());
         sum.iter_mut().for_each(|s| *s = F::zero());
         for row in block.chunks_exact(c) {
@@ -301,6 +372,41 @@ pub(crate) fn segment_softmax<F: Float>(x: &Array2<F>, ptr: &[u32]) -> Array2<F>
     out
 }
 
+/// [`segment_softmax`] of one large segment (`block`, `c` columns) over
+/// fixed blocks of rows in parallel: the column maxima (exact in any
+/// order), then the exponentials with partial column sums added in block
+/// order, then the division.
+fn segment_softmax_split<F: Float>(block: &mut [F], c: usize) {
+    let maxima = map_row_blocks(block, c, |_, rows| {
+        let mut mx = vec![F::neg_infinity(); c];
+        for row in rows.chunks_exact(c) {
+            mx.iter_mut().zip(row).for_each(|(m, &v)| *m = m.max(v));
+        }
+        mx
+    });
+    let mut mx = vec![F::neg_infinity(); c];
+    for p in &maxima {
+        mx.iter_mut().zip(p).for_each(|(m, &v)| *m = m.max(v));
+    }
+    let parts = map_row_blocks(block, c, |_, rows| {
+        let mut sum = vec![F::zero(); c];
+        for row in rows.chunks_exact_mut(c) {
+            for ((v, &m), s) in row.iter_mut().zip(&mx).zip(sum.iter_mut()) {
+                *v = (*v - m).exp();
+                *s += *v;
+            }
+        }
+        sum
+    });
+    let mut sum = vec![F::zero(); c];
+    add_parts(&mut sum, &parts);
+    for_row_blocks(block, c, |_, rows| {
+        for row in rows.chunks_exact_mut(c) {
+            row.iter_mut().zip(&sum).for_each(|(v, &s)| *v /= s);
+        }
+    });
+}
+
 pub(crate) fn segment_softmax_grad<F: Float>(
     y: &Array2<F>,
     dy: &Array2<F>,
@@ -318,6 +424,31 @@ pub(crate) fn segment_softmax_grad<F: Float>(
             continue;
         }
         let (gb, yb) = (&mut data[a * c..b * c], &ys[a * c..b * c]);
+        if split_segment(gb.len()) {
+            // Partial dot products of fixed blocks of rows, added in order.
+            let parts = map_row_blocks(gb, c, |row, g| {
+                let y = &yb[row * c..row * c + g.len()];
+                let mut dot = vec![F::zero(); c];
+                for (g, y) in g.chunks_exact(c).zip(y.chunks_exact(c)) {
+                    for ((d, &g), &y) in dot.iter_mut().zip(g).zip(y) {
+                        *d += g * y;
+                    }
+                }
+                dot
+            });
+            dot.iter_mut().for_each(|d| *d = F::zero());
+            add_parts(&mut dot, &parts);
+            let dot = &dot;
+            for_row_blocks(gb, c, |row, g| {
+                let y = &yb[row * c..row * c + g.len()];
+                for (g, y) in g.chunks_exact_mut(c).zip(y.chunks_exact(c)) {
+                    for ((g, &y), &d) in g.iter_mut().zip(y).zip(dot) {
+                        *g = y * (*g - d);
+                    }
+                }
+            });
+            continue;
+        }
         dot.iter_mut().for_each(|d| *d = F::zero());
         for (g, y) in gb.chunks_exact(c).zip(yb.chunks_exact(c)) {
             for ((d, &g), &y) in dot.iter_mut().zip(g).zip(y) {

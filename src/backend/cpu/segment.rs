@@ -274,6 +274,10 @@ fn transpose_supernodes<F: Float>(u: &[F], graphs: usize, m: usize, h: usize) ->
 fn score_row<F: Float, const FUSED: bool>(s: &mut [MaybeUninit<F>], xv: &[F], ut: &[F], m: usize) {
     const L: usize = SCORE_LANES;
     let h = xv.len();
+    if h == 0 {
+        s[..m].fill(MaybeUninit::new(F::zero()));
+        return;
+    }
     for (jb, panel) in (0..m).step_by(L).zip(ut.chunks_exact(h * L)) {
         let mut acc = [[F::zero(); L]; 4];
         let (xs, us) = (xv.chunks_exact(4), panel.chunks_exact(4 * L));
@@ -311,6 +315,10 @@ fn score_row_pair<F: Float, const FUSED: bool>(
 ) {
     const L: usize = SCORE_LANES;
     let h = x0.len();
+    if h == 0 {
+        s[..2 * m].fill(MaybeUninit::new(F::zero()));
+        return;
+    }
     for (jb, panel) in (0..m).step_by(L).zip(ut.chunks_exact(h * L)) {
         let (mut a0, mut a1, mut b0, mut b1) = (
             [F::zero(); L],
@@ -567,7 +575,9 @@ fn overwritten<F: Float, R>(
     ptr: &[u32],
     pass: impl FnOnce(&mut [MaybeUninit<F>]) -> R,
 ) -> (Array2<F>, R) {
-    let len = rows * cols;
+    let len = rows
+        .checked_mul(cols)
+        .expect("a pass's output: rows * cols overflows usize");
     let mut buf: Vec<F> = Vec::with_capacity(len);
     let out = &mut buf.spare_capacity_mut()[..len];
     let valid =
@@ -918,6 +928,19 @@ mod tests {
             let (out, ()) = overwritten::<f64, _>(12, 3, ptr, |_| {});
             assert!(out.iter().all(|&x| x == 0.0), "{ptr:?}");
         }
+    }
+
+    #[test]
+    fn zero_width_node_rows_score_zero() {
+        // h = 0: every score is an empty sum.
+        let (k, q) = (Array2::<f64>::zeros((5, 0)), Array2::<f64>::zeros((2, 0)));
+        let scores = segment_scores(&k, &q, &[0, 2, 5], 1);
+        assert_eq!(scores, Array2::<f64>::zeros((5, 1)));
+        let g = Array2::<f64>::zeros((5, 0));
+        let a = Array2::from_elem((5, 1), 0.5);
+        let (da, du) = segment_mix_grad(&g, &a, &q, &[0, 2, 5], true, true);
+        assert_eq!(da, Some(Array2::<f64>::zeros((5, 1))));
+        assert_eq!(du, Some(Array2::<f64>::zeros((2, 0))));
     }
 
     #[test]
