@@ -221,31 +221,29 @@ pub(crate) fn segment_reduce<F: Float>(
         // Row by row (contiguous reads), one running value per column.
         let rows = xs[a * cols..b * cols].chunks_exact(cols);
         match op {
-            SegmentReduce::Sum | SegmentReduce::Mean if split_segment((b - a) * cols) => {
-                // Partial sums of fixed blocks of rows, in parallel, added
-                // in order.
-                let len = block_rows(cols) * cols;
-                let seg = &xs[a * cols..b * cols];
-                let mut parts: Vec<(&[F], Vec<F>)> =
-                    seg.chunks(len).map(|block| (block, Vec::new())).collect();
-                for_each_chunk(&mut parts, 1, |_, slot| {
-                    for (block, sum) in slot {
-                        *sum = vec![F::zero(); cols];
-                        for r in block.chunks_exact(cols) {
-                            sum.iter_mut().zip(r).for_each(|(o, &v)| *o += v);
-                        }
-                    }
-                });
-                let parts: Vec<Vec<F>> = parts.into_iter().map(|(_, sum)| sum).collect();
-                add_parts(o, &parts);
-                if op == SegmentReduce::Mean {
-                    let n = F::from_usize(b - a).expect("usize");
-                    o.iter_mut().for_each(|v| *v /= n);
-                }
-            }
             SegmentReduce::Sum | SegmentReduce::Mean => {
-                for r in rows {
-                    o.iter_mut().zip(r).for_each(|(o, &v)| *o += v);
+                if split_segment((b - a) * cols) {
+                    // Partial sums of fixed blocks of rows, in parallel,
+                    // added in order.
+                    let len = block_rows(cols) * cols;
+                    let mut parts: Vec<(&[F], Vec<F>)> = xs[a * cols..b * cols]
+                        .chunks(len)
+                        .map(|block| (block, Vec::new()))
+                        .collect();
+                    for_each_chunk(&mut parts, 1, |_, slot| {
+                        for (block, sum) in slot {
+                            *sum = vec![F::zero(); cols];
+                            for r in block.chunks_exact(cols) {
+                                sum.iter_mut().zip(r).for_each(|(o, &v)| *o += v);
+                            }
+                        }
+                    });
+                    let parts: Vec<Vec<F>> = parts.into_iter().map(|(_, sum)| sum).collect();
+                    add_parts(o, &parts);
+                } else {
+                    for r in rows {
+                        o.iter_mut().zip(r).for_each(|(o, &v)| *o += v);
+                    }
                 }
                 if op == SegmentReduce::Mean {
                     let n = F::from_usize(b - a).expect("usize");
