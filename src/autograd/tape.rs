@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use super::param::{Gradients, Param, ParamId};
 use super::var::Var;
-use crate::backend::{Axis, Backend, BinaryOp, SegmentReduce, UnaryOp};
+use crate::backend::{Axis, Backend, BinaryOp, SegmentReduce, UnaryOp, add_into_slot};
 use crate::error::{Error, Result};
 
 /// Every differentiable operation, with what its backward pass needs.
@@ -269,12 +269,8 @@ impl<B: Backend> Tape<B> {
             }
             let val = |k: usize| -> &B::Tensor { &nodes[k].value };
             let acc = |k: usize, t: B::Tensor, grads: &mut Vec<Option<B::Tensor>>| {
-                if !nodes[k].requires_grad {
-                    return;
-                }
-                match &mut grads[k] {
-                    Some(prev) => b.add_assign(prev, &t),
-                    slot => *slot = Some(t),
+                if nodes[k].requires_grad {
+                    add_into_slot(b, &mut grads[k], t);
                 }
             };
             match &node.op {
@@ -366,7 +362,7 @@ impl<B: Backend> Tape<B> {
                     let dx = b.unary_grad(op, val(x), &node.value, &g);
                     acc(x, dx, &mut grads);
                 }
-                &Op::SumAxis { x, .. } => {
+                &Op::SumAxis { x } => {
                     let (r, c) = b.shape(val(x));
                     acc(x, b.broadcast_to(&g, r, c), &mut grads);
                 }

@@ -157,6 +157,15 @@ impl UpdateRule {
     }
 }
 
+/// Adds `t` into a gradient slot, or fills an empty one with it (the
+/// tape's accumulation and the default kernels').
+pub(crate) fn add_into_slot<B: Backend>(b: &B, slot: &mut Option<B::Tensor>, t: B::Tensor) {
+    match slot {
+        Some(acc) => b.add_assign(acc, &t),
+        None => *slot = Some(t),
+    }
+}
+
 /// Adds `segment_mix(a, u)` into a gradient slot, or fills an empty one
 /// (the default backward kernels' accumulation).
 fn mix_into_slot<B: Backend>(
@@ -343,10 +352,10 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
         argmax: Option<&Self::Index>,
         rows: usize,
     ) -> Self::Tensor;
-    /// [`Backend::segment_reduce_grad`] added into a gradient slot, or
-    /// filling an empty one (`rows` from the slot's tensor when it has one).
-    /// The default allocates the gradient and adds it; a backend may add in
-    /// place, saving a `rows x cols` temporary and a pass over it.
+    /// [`Backend::segment_reduce_grad`] (`rows x cols`) added into a
+    /// gradient slot, or filling an empty one. The default allocates the
+    /// gradient and adds it; a backend may add in place, saving a
+    /// `rows x cols` temporary and a pass over it.
     fn segment_reduce_grad_into(
         &self,
         slot: &mut Option<Self::Tensor>,
@@ -356,11 +365,11 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
         argmax: Option<&Self::Index>,
         rows: usize,
     ) {
-        let t = self.segment_reduce_grad(dy, ptr, op, argmax, rows);
-        match slot {
-            Some(acc) => self.add_assign(acc, &t),
-            None => *slot = Some(t),
-        }
+        add_into_slot(
+            self,
+            slot,
+            self.segment_reduce_grad(dy, ptr, op, argmax, rows),
+        );
     }
     /// Softmax over the rows of each segment, per column.
     fn segment_softmax(&self, x: &Self::Tensor, ptr: &Self::Index) -> Self::Tensor;

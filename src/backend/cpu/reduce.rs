@@ -7,13 +7,49 @@ use super::sparse::PAR_THRESHOLD;
 use crate::backend::SegmentReduce;
 use crate::float::Float;
 
-/// Entries per task of the row-wise loops below (whole rows each); arrays
-/// of fewer than `4 * PAR_THRESHOLD` entries run on the calling thread.
+/// Entries per block of the row-wise loops below (whole rows each).
 const ROW_BLOCK: usize = 1 << 14;
 
+/// Entries of one block when `entries` entries of `cols`-wide rows are
+/// split: all of them (one block, on the calling thread) below
+/// `4 * PAR_THRESHOLD`, else a fixed number of whole rows, so that partial
+/// sums over blocks, added in block order, do not depend on the number of
+/// threads. (Adding one block's partial to zero is exact, so the one-block
+/// case gives the plain row-after-row result.)
+fn block_len(entries: usize, cols: usize) -> usize {
+    if entries < 4 * PAR_THRESHOLD {
+        entries.max(1)
+    } else {
+        (ROW_BLOCK / cols.max(1)).max(1) * cols.max(1)
+    }
+}
+
+/// `f(i, block)` for each block in order, on both cores when there are
+/// several (the calling thread takes part, see `parallel.rs`); the results
+/// in block order.
+fn map_blocks<S: Send, R: Send>(blocks: Vec<S>, f: impl Fn(usize, S) -> R + Sync) -> Vec<R> {
+    if blocks.len() < 2 {
+        return blocks
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| f(i, b))
+            .collect();
+    }
+    let mut slots: Vec<(Option<S>, Option<R>)> =
+        blocks.into_iter().map(|b| (Some(b), None)).collect();
+    for_each_chunk(&mut slots, 1, |i, slot| {
+        for (block, out) in slot {
+            *out = block.take().map(|b| f(i, b));
+        }
+    });
+    slots
+        .into_iter()
+        .map(|(_, r)| r.expect("every block is visited"))
+        .collect()
+}
+
 /// Calls `f(first_row, block)` for blocks of whole `cols`-wide rows of
-/// `data` covering it in order, on both cores when `data` is large (the
-/// calling thread takes part, see `parallel.rs`). Each row is handled by
+/// `data` covering it in order (see [`block_len`]). Each row is handled by
 /// one call, so results do not depend on the split.
 pub(crate) fn for_row_blocks<T: Send>(
     data: &mut [T],
@@ -23,50 +59,10 @@ pub(crate) fn for_row_blocks<T: Send>(
     if cols == 0 || data.is_empty() {
         return;
     }
-    if data.len() < 4 * PAR_THRESHOLD {
-        f(0, data);
-        return;
-    }
-    let rows = block_rows(cols);
-    for_each_chunk(data, rows * cols, |i, block| f(i * rows, block));
-}
-
-/// Rows per block of the split segment kernels for `cols`-wide
-/// rows: fixed, so that partial sums over blocks, added in block order, do
-/// not depend on the number of threads.
-fn block_rows(cols: usize) -> usize {
-    (ROW_BLOCK / cols.max(1)).max(1)
-}
-
-/// Whether a segment of `entries` entries is split into blocks (the
-/// smaller ones, among them every graph of the text corpora and Cora, are
-/// reduced row after row, on the calling thread).
-fn split_segment(entries: usize) -> bool {
-    entries >= 4 * PAR_THRESHOLD
-}
-
-/// `f(first_row, block)` for the blocks of [`block_rows`] whole rows of
-/// `data`, in parallel; the results in block order.
-fn map_row_blocks<T: Send, R: Send>(
-    data: &mut [T],
-    cols: usize,
-    f: impl Fn(usize, &mut [T]) -> R + Sync,
-) -> Vec<R> {
-    let rows = block_rows(cols);
-    let mut slots: Vec<(usize, &mut [T], Option<R>)> = data
-        .chunks_mut(rows * cols.max(1))
-        .enumerate()
-        .map(|(i, block)| (i * rows, block, None))
-        .collect();
-    for_each_chunk(&mut slots, 1, |_, slot| {
-        for (row, block, out) in slot {
-            *out = Some(f(*row, block));
-        }
+    let len = block_len(data.len(), cols);
+    map_blocks(data.chunks_mut(len).collect(), |i, block| {
+        f(i * len / cols, block)
     });
-    slots
-        .into_iter()
-        .map(|(_, _, r)| r.expect("every block is visited"))
-        .collect()
 }
 
 /// Adds the per-block partial column sums `parts` into `acc`, in order.
@@ -222,29 +218,18 @@ pub(crate) fn segment_reduce<F: Float>(
         let rows = xs[a * cols..b * cols].chunks_exact(cols);
         match op {
             SegmentReduce::Sum | SegmentReduce::Mean => {
-                if split_segment((b - a) * cols) {
-                    // Partial sums of fixed blocks of rows, in parallel,
-                    // added in order.
-                    let len = block_rows(cols) * cols;
-                    let mut parts: Vec<(&[F], Vec<F>)> = xs[a * cols..b * cols]
-                        .chunks(len)
-                        .map(|block| (block, Vec::new()))
-                        .collect();
-                    for_each_chunk(&mut parts, 1, |_, slot| {
-                        for (block, sum) in slot {
-                            *sum = vec![F::zero(); cols];
-                            for r in block.chunks_exact(cols) {
-                                sum.iter_mut().zip(r).for_each(|(o, &v)| *o += v);
-                            }
-                        }
-                    });
-                    let parts: Vec<Vec<F>> = parts.into_iter().map(|(_, sum)| sum).collect();
-                    add_parts(o, &parts);
-                } else {
-                    for r in rows {
-                        o.iter_mut().zip(r).for_each(|(o, &v)| *o += v);
+                // Column sums of blocks of rows (in parallel for a large
+                // segment), added in order.
+                let seg = &xs[a * cols..b * cols];
+                let blocks = seg.chunks(block_len(seg.len(), cols)).collect();
+                let parts = map_blocks(blocks, |_, block: &[F]| {
+                    let mut sum = vec![F::zero(); cols];
+                    for r in block.chunks_exact(cols) {
+                        sum.iter_mut().zip(r).for_each(|(o, &v)| *o += v);
                     }
-                }
+                    sum
+                });
+                add_parts(o, &parts);
                 if op == SegmentReduce::Mean {
                     let n = F::from_usize(b - a).expect("usize");
                     o.iter_mut().for_each(|v| *v /= n);
@@ -336,73 +321,45 @@ pub(crate) fn segment_softmax<F: Float>(x: &Array2<F>, ptr: &[u32]) -> Array2<F>
     let mut out = x.as_standard_layout().into_owned();
     let c = out.ncols();
     let data = out.as_slice_mut().expect("standard layout");
-    let mut mx = vec![F::neg_infinity(); c];
-    let mut sum = vec![F::zero(); c];
     for s in 0..ptr.len() - 1 {
         let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
         if a == b || c == 0 {
             continue;
         }
-        let block = &mut data[a * c..b * c];
-        if split_segment(block.len()) {
-            segment_softmax_split(block, c);
-            continue;
-        }
-        mx.iter_mut().for_each(|m| *m = F::neg_infinity());
-        sum.iter_mut().for_each(|s| *s = F::zero());
-        for row in block.chunks_exact(c) {
-            for (m, &v) in mx.iter_mut().zip(row) {
-                *m = m.max(v);
+        let seg = &mut data[a * c..b * c];
+        let len = block_len(seg.len(), c);
+        // Column maxima (exact in any order), then the exponentials with
+        // per-block column sums added in block order, then the division.
+        let maxima = map_blocks(seg.chunks(len).collect(), |_, rows: &[F]| {
+            let mut mx = vec![F::neg_infinity(); c];
+            for row in rows.chunks_exact(c) {
+                mx.iter_mut().zip(row).for_each(|(m, &v)| *m = m.max(v));
             }
+            mx
+        });
+        let mut mx = vec![F::neg_infinity(); c];
+        for p in &maxima {
+            mx.iter_mut().zip(p).for_each(|(m, &v)| *m = m.max(v));
         }
-        for row in block.chunks_exact_mut(c) {
-            for ((v, &m), s) in row.iter_mut().zip(&mx).zip(sum.iter_mut()) {
-                *v = (*v - m).exp();
-                *s += *v;
+        let parts = map_blocks(seg.chunks_mut(len).collect(), |_, rows: &mut [F]| {
+            let mut sum = vec![F::zero(); c];
+            for row in rows.chunks_exact_mut(c) {
+                for ((v, &m), s) in row.iter_mut().zip(&mx).zip(sum.iter_mut()) {
+                    *v = (*v - m).exp();
+                    *s += *v;
+                }
             }
-        }
-        for row in block.chunks_exact_mut(c) {
-            for (v, &s) in row.iter_mut().zip(&sum) {
-                *v /= s;
+            sum
+        });
+        let mut sum = vec![F::zero(); c];
+        add_parts(&mut sum, &parts);
+        for_row_blocks(seg, c, |_, rows| {
+            for row in rows.chunks_exact_mut(c) {
+                row.iter_mut().zip(&sum).for_each(|(v, &s)| *v /= s);
             }
-        }
+        });
     }
     out
-}
-
-/// [`segment_softmax`] of one large segment (`block`, `c` columns) over
-/// fixed blocks of rows in parallel: the column maxima (exact in any
-/// order), then the exponentials with partial column sums added in block
-/// order, then the division.
-fn segment_softmax_split<F: Float>(block: &mut [F], c: usize) {
-    let maxima = map_row_blocks(block, c, |_, rows| {
-        let mut mx = vec![F::neg_infinity(); c];
-        for row in rows.chunks_exact(c) {
-            mx.iter_mut().zip(row).for_each(|(m, &v)| *m = m.max(v));
-        }
-        mx
-    });
-    let mut mx = vec![F::neg_infinity(); c];
-    for p in &maxima {
-        mx.iter_mut().zip(p).for_each(|(m, &v)| *m = m.max(v));
-    }
-    let parts = map_row_blocks(block, c, |_, rows| {
-        let mut sum = vec![F::zero(); c];
-        for row in rows.chunks_exact_mut(c) {
-            for ((v, &m), s) in row.iter_mut().zip(&mx).zip(sum.iter_mut()) {
-                *v = (*v - m).exp();
-                *s += *v;
-            }
-        }
-        sum
-    });
-    let mut sum = vec![F::zero(); c];
-    add_parts(&mut sum, &parts);
-    for_row_blocks(block, c, |_, rows| {
-        for row in rows.chunks_exact_mut(c) {
-            row.iter_mut().zip(&sum).for_each(|(v, &s)| *v /= s);
-        }
-    });
 }
 
 pub(crate) fn segment_softmax_grad<F: Float>(
@@ -415,49 +372,35 @@ pub(crate) fn segment_softmax_grad<F: Float>(
     let c = out.ncols();
     let data = out.as_slice_mut().expect("standard layout");
     let ys = y.as_slice().expect("standard layout");
-    let mut dot = vec![F::zero(); c];
     for s in 0..ptr.len() - 1 {
         let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
         if a == b || c == 0 {
             continue;
         }
-        let (gb, yb) = (&mut data[a * c..b * c], &ys[a * c..b * c]);
-        if split_segment(gb.len()) {
-            // Partial dot products of fixed blocks of rows, added in order.
-            let parts = map_row_blocks(gb, c, |row, g| {
-                let y = &yb[row * c..row * c + g.len()];
-                let mut dot = vec![F::zero(); c];
-                for (g, y) in g.chunks_exact(c).zip(y.chunks_exact(c)) {
-                    for ((d, &g), &y) in dot.iter_mut().zip(g).zip(y) {
-                        *d += g * y;
-                    }
+        let (gs, yseg) = (&mut data[a * c..b * c], &ys[a * c..b * c]);
+        let len = block_len(gs.len(), c);
+        // Per-block column dot products <g, y>, added in block order.
+        let blocks = gs.chunks(len).zip(yseg.chunks(len)).collect();
+        let parts = map_blocks(blocks, |_, (g, y): (&[F], &[F])| {
+            let mut dot = vec![F::zero(); c];
+            for (g, y) in g.chunks_exact(c).zip(y.chunks_exact(c)) {
+                for ((d, &g), &y) in dot.iter_mut().zip(g).zip(y) {
+                    *d += g * y;
                 }
-                dot
-            });
-            dot.iter_mut().for_each(|d| *d = F::zero());
-            add_parts(&mut dot, &parts);
-            let dot = &dot;
-            for_row_blocks(gb, c, |row, g| {
-                let y = &yb[row * c..row * c + g.len()];
-                for (g, y) in g.chunks_exact_mut(c).zip(y.chunks_exact(c)) {
-                    for ((g, &y), &d) in g.iter_mut().zip(y).zip(dot) {
-                        *g = y * (*g - d);
-                    }
+            }
+            dot
+        });
+        let mut dot = vec![F::zero(); c];
+        add_parts(&mut dot, &parts);
+        let dot = &dot;
+        for_row_blocks(gs, c, |row, g| {
+            let y = &yseg[row * c..row * c + g.len()];
+            for (g, y) in g.chunks_exact_mut(c).zip(y.chunks_exact(c)) {
+                for ((g, &y), &d) in g.iter_mut().zip(y).zip(dot) {
+                    *g = y * (*g - d);
                 }
-            });
-            continue;
-        }
-        dot.iter_mut().for_each(|d| *d = F::zero());
-        for (g, y) in gb.chunks_exact(c).zip(yb.chunks_exact(c)) {
-            for ((d, &g), &y) in dot.iter_mut().zip(g).zip(y) {
-                *d += g * y;
             }
-        }
-        for (g, y) in gb.chunks_exact_mut(c).zip(yb.chunks_exact(c)) {
-            for ((g, &y), &d) in g.iter_mut().zip(y).zip(&dot) {
-                *g = y * (*g - d);
-            }
-        }
+        });
     }
     out
 }
