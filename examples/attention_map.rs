@@ -45,6 +45,7 @@ use hdgcn::data::text::{
 };
 use hdgcn::models::{GraphClassifier, GraphInput, InputLayer};
 use hdgcn::nn::{Activation, Embedding, Features, Linear, Module};
+use hdgcn::optim::LrScheduleKind;
 use hdgcn::readout::GatedReadout;
 use hdgcn::train::{
     GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, train_graph_classifier,
@@ -179,6 +180,7 @@ fn run(args: &Args) -> Result<()> {
             epochs: args.epochs,
             batch_size: 64,
             lr: args.lr,
+            lr_schedule: LrScheduleKind::Constant,
             weight_decay: 0.0,
             optimizer: GraphOptimizer::AdaBelief,
             patience: None,

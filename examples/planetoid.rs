@@ -25,6 +25,7 @@ use hdgcn::data::{Planetoid, data_root, geom_gcn_dir, geom_gcn_split, planetoid_
 use hdgcn::graph::Graph;
 use hdgcn::models::NodeClassifier;
 use hdgcn::nn::{Activation, Features};
+use hdgcn::optim::LrScheduleKind;
 use hdgcn::train::{NodeTask, NodeTrainConfig, evaluate_nodes, train_node_classifier};
 use hdgcn::util::{median, peak_rss_mb};
 use rand::SeedableRng;
@@ -61,6 +62,10 @@ struct Args {
     /// Adam learning rate.
     #[arg(long, default_value_t = 0.01)]
     lr: f64,
+    /// Learning-rate schedule over the epoch budget: constant | cosine |
+    /// cosine:ETA_MIN | step:STEP_SIZE:GAMMA.
+    #[arg(long, default_value = "constant")]
+    lr_schedule: LrScheduleKind,
     /// L2 weight decay (first layer, as Kipf & Welling and PyG's gcn.py).
     #[arg(long, default_value_t = 5e-4)]
     weight_decay: f64,
@@ -175,6 +180,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             epochs,
             patience,
             lr: args.lr,
+            lr_schedule: args.lr_schedule,
             weight_decay: args.weight_decay,
             seed,
             quiet: args.quiet,
@@ -225,6 +231,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "routing": (model_kind == ModelKind::Hdgcn).then_some(args.routing.as_str()),
             "epochs": epochs,
             "patience": patience,
+            "lr": args.lr,
+            "lr_schedule": args.lr_schedule.to_string(),
             "test_acc_mean": tm,
             "test_acc_std": ts,
             "val_acc_mean": vm,

@@ -27,6 +27,7 @@ use hdgcn::data::data_root;
 use hdgcn::data::text::{TextCorpus, Vocab, doc_graph, load_glove, text_gcn_dir, validation_split};
 use hdgcn::models::{GraphClassifier, InputLayer};
 use hdgcn::nn::{Activation, Embedding, Linear};
+use hdgcn::optim::LrScheduleKind;
 use hdgcn::readout::{
     AttentionPooling, GatedReadout, MaxReadout, MeanMaxReadout, MeanReadout, Readout, SumReadout,
 };
@@ -84,6 +85,10 @@ struct Args {
     /// Learning rate.
     #[arg(long, default_value_t = 1e-3)]
     lr: f64,
+    /// Learning-rate schedule over the --epochs budget: constant | cosine |
+    /// cosine:ETA_MIN | step:STEP_SIZE:GAMMA.
+    #[arg(long, default_value = "constant")]
+    lr_schedule: LrScheduleKind,
     /// adabelief | adam
     #[arg(long, default_value = "adabelief")]
     optimizer: GraphOptimizer,
@@ -257,6 +262,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             epochs: args.epochs,
             batch_size: args.batch_size,
             lr: args.lr,
+            lr_schedule: args.lr_schedule,
             weight_decay: args.weight_decay,
             optimizer: args.optimizer,
             patience: Some(args.patience),
@@ -319,6 +325,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "embed_init_std": args.embed_init_std,
             "window": args.window,
             "readout": flag_name(&args.readout),
+            "lr": args.lr,
+            "lr_schedule": args.lr_schedule.to_string(),
             "test_acc_mean": tm,
             "test_acc_std": ts,
             "val_acc_mean": vm,

@@ -10,6 +10,7 @@ use hdgcn::conv::{DeviceGraph, GcnConv, GraphConv};
 use hdgcn::graph::{Batch, Graph};
 use hdgcn::models::{GraphClassifier, GraphInput, InputLayer, InputSpec};
 use hdgcn::nn::{Activation, Features, Linear, Module};
+use hdgcn::optim::LrScheduleKind;
 use hdgcn::readout::{AttentionPooling, MeanMaxReadout};
 use hdgcn::train::{
     GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, evaluate_graphs,
@@ -73,6 +74,7 @@ fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
         epochs,
         batch_size: 16,
         lr: 0.01,
+        lr_schedule: LrScheduleKind::Constant,
         weight_decay: 0.0,
         optimizer,
         patience: Some(15),
@@ -407,6 +409,75 @@ fn clipping_bounds_each_step_and_history_records_every_epoch() {
         };
         let err = train_graph_classifier(&mut fresh(&mut rng), train, val, val, &c).unwrap_err();
         assert!(err.to_string().contains("clip_grad_norm"), "{err}");
+    }
+}
+
+#[test]
+fn the_learning_rate_follows_the_schedule_every_epoch() {
+    let mut rng = StdRng::seed_from_u64(14);
+    let data = cycles_and_stars(&mut rng, 60);
+    let (train, val) = data.split_at(40);
+    let cpu = Cpu::<f64>::new();
+    let fresh = || {
+        GraphClassifier::gcn(
+            &cpu,
+            InputSpec::Dense(1),
+            8,
+            2,
+            2,
+            0.0,
+            &mut StdRng::seed_from_u64(2),
+        )
+        .unwrap()
+    };
+    let params = |m: &GraphClassifier<Cpu<f64>>| -> Vec<Array2<f64>> {
+        m.params().iter().map(|p| p.to_array()).collect()
+    };
+    for optimizer in [GraphOptimizer::Adam, GraphOptimizer::AdaBelief] {
+        let base = GraphTrainConfig {
+            patience: None,
+            weight_decay: 1e-2,
+            lr: 0.05,
+            ..cfg(1, optimizer)
+        };
+        let mut one = fresh();
+        train_graph_classifier(&mut one, train, val, val, &base).unwrap();
+        // Constant: later epochs move the parameters and the validation loss.
+        let ten = GraphTrainConfig {
+            epochs: 10,
+            ..base.clone()
+        };
+        let mut constant = fresh();
+        let c = train_graph_classifier(&mut constant, train, val, val, &ten).unwrap();
+        assert_ne!(c.history[1].val_loss, c.history[2].val_loss);
+        assert!(c.best_epoch > 0, "{optimizer}: {c:?}");
+        assert_ne!(params(&constant), params(&one));
+        // lr · 0 from epoch 1 on: nothing moves after the first epoch, not
+        // even through weight decay, so every selected epoch holds the
+        // one-epoch parameters.
+        let frozen = GraphTrainConfig {
+            lr_schedule: LrScheduleKind::Step {
+                step_size: 1,
+                gamma: 0.0,
+            },
+            ..ten.clone()
+        };
+        let mut stepped = fresh();
+        let s = train_graph_classifier(&mut stepped, train, val, val, &frozen).unwrap();
+        assert_eq!(s.epochs_run, 10);
+        assert!(
+            s.history[1..]
+                .iter()
+                .all(|h| h.val_loss == s.history[0].val_loss)
+        );
+        assert_eq!(params(&stepped), params(&one), "{optimizer}");
+        // A bad schedule is refused before training.
+        let bad = GraphTrainConfig {
+            lr_schedule: LrScheduleKind::Cosine { eta_min: -1.0 },
+            ..ten.clone()
+        };
+        let err = train_graph_classifier(&mut fresh(), train, val, val, &bad).unwrap_err();
+        assert!(err.to_string().contains("eta_min"), "{err}");
     }
 }
 

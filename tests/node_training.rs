@@ -9,6 +9,7 @@ use hdgcn::data::Split;
 use hdgcn::graph::Graph;
 use hdgcn::models::NodeClassifier;
 use hdgcn::nn::{Features, Module};
+use hdgcn::optim::LrScheduleKind;
 use hdgcn::train::{NodeTask, NodeTrainConfig, train_node_classifier};
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -166,6 +167,44 @@ fn a_diverging_run_stops_before_a_non_finite_update() {
         values(&m).iter().all(|v| v.iter().all(|x| x.is_finite())),
         "no NaN or infinite parameter"
     );
+}
+
+#[test]
+fn the_learning_rate_follows_the_schedule_every_epoch() {
+    let cpu = C::new();
+    let (_, x, _, _) = two_cliques(&mut StdRng::seed_from_u64(3));
+    let features = Features::Dense(Tape::new(&cpu).constant_array(&x));
+    let task = task(&cpu, features, &mut StdRng::seed_from_u64(3));
+    let run = |cfg: &NodeTrainConfig| {
+        let mut m = model(&cpu);
+        let report = train_node_classifier(&mut m, &task, cfg).unwrap();
+        (values(&m), report)
+    };
+    let (one, _) = run(&NodeTrainConfig { epochs: 1, ..cfg() });
+    let (constant, _) = run(&NodeTrainConfig { epochs: 5, ..cfg() });
+    assert_ne!(constant, one);
+    // lr · 0 from the second epoch on (for both parameter groups, weight
+    // decay included): the selected parameters are the one-epoch ones.
+    let frozen = NodeTrainConfig {
+        epochs: 5,
+        lr_schedule: LrScheduleKind::Step {
+            step_size: 1,
+            gamma: 0.0,
+        },
+        ..cfg()
+    };
+    let (stepped, report) = run(&frozen);
+    assert_eq!(report.epochs_run, 5);
+    assert_eq!(stepped, one);
+    let bad = NodeTrainConfig {
+        lr_schedule: LrScheduleKind::Step {
+            step_size: 0,
+            gamma: 0.5,
+        },
+        ..cfg()
+    };
+    let err = train_node_classifier(&mut model(&cpu), &task, &bad).unwrap_err();
+    assert!(err.to_string().contains("step_size"), "{err}");
 }
 
 #[test]

@@ -55,7 +55,7 @@ use crate::autograd::{Gradients, Param, ParamId};
 use crate::backend::{Backend, UnaryOp, UpdateRule};
 use crate::error::{Error, Result};
 
-pub use schedule::{Constant, CosineAnnealing, LrSchedule, StepLr};
+pub use schedule::{Constant, CosineAnnealing, LrSchedule, LrScheduleKind, StepLr};
 
 /// A first-order optimiser.
 pub trait Optimizer<B: Backend> {

@@ -168,3 +168,220 @@ impl LrSchedule for CosineAnnealing {
                 / 2.0
     }
 }
+
+/// A learning-rate schedule chosen by name, relative to a training run's
+/// base learning rate and number of epochs: what
+/// [`GraphTrainConfig`](crate::train::GraphTrainConfig) and
+/// [`NodeTrainConfig`](crate::train::NodeTrainConfig) follow, and what the
+/// examples' `--lr-schedule` flag reads.
+///
+/// [`schedule`](Self::schedule) turns it into one of the schedules above;
+/// `Cosine` anneals over the whole run (`t_max` = the epoch budget).
+///
+/// ```
+/// use hdgcn::optim::{LrSchedule, LrScheduleKind};
+///
+/// let kind: LrScheduleKind = "cosine".parse()?;
+/// let s = kind.schedule(0.01, 40)?;
+/// assert_eq!(s.lr_at(0), 0.01);
+/// assert!((s.lr_at(20) - 0.005).abs() < 1e-15);
+/// let step: LrScheduleKind = "step:10:0.5".parse()?;
+/// assert_eq!(step, LrScheduleKind::Step { step_size: 10, gamma: 0.5 });
+/// assert_eq!(step.to_string().parse::<LrScheduleKind>()?, step);
+/// assert!("linear".parse::<LrScheduleKind>().is_err());
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum LrScheduleKind {
+    /// The base learning rate at every epoch ([`Constant`]).
+    #[default]
+    Constant,
+    /// [`CosineAnnealing`] from the base learning rate down to `eta_min`
+    /// over the run's epochs.
+    Cosine {
+        /// The learning rate the curve ends at.
+        eta_min: f64,
+    },
+    /// [`StepLr`]: multiply by `gamma` every `step_size` epochs.
+    Step {
+        /// Epochs between two decays (`>= 1`).
+        step_size: usize,
+        /// Multiplicative decay factor.
+        gamma: f64,
+    },
+}
+
+impl LrScheduleKind {
+    /// The schedule for a run with learning rate `base_lr` and at most
+    /// `epochs` epochs.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a negative or non-finite rate, `eta_min`
+    /// or `gamma`, `step_size = 0`, or `epochs = 0` with `Cosine`.
+    pub fn schedule(&self, base_lr: f64, epochs: usize) -> Result<Box<dyn LrSchedule>> {
+        Ok(match *self {
+            LrScheduleKind::Constant => Box::new(Constant::new(base_lr)?),
+            LrScheduleKind::Cosine { eta_min } => {
+                Box::new(CosineAnnealing::new(base_lr, epochs, eta_min)?)
+            }
+            LrScheduleKind::Step { step_size, gamma } => {
+                Box::new(StepLr::new(base_lr, step_size, gamma)?)
+            }
+        })
+    }
+}
+
+impl std::str::FromStr for LrScheduleKind {
+    type Err = Error;
+
+    /// Parses `constant`, `cosine` (down to 0), `cosine:ETA_MIN` or
+    /// `step:STEP_SIZE:GAMMA` (names in any case). The values are checked
+    /// when the schedule is built.
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = |why: &str| {
+            Error::InvalidConfig(format!(
+                "learning-rate schedule '{s}': {why} (constant | cosine | cosine:ETA_MIN | step:STEP_SIZE:GAMMA)"
+            ))
+        };
+        let parts: Vec<&str> = s.split(':').collect();
+        let number = |p: &str, what: &str| {
+            p.trim()
+                .parse::<f64>()
+                .map_err(|_| bad(&format!("{what} '{p}' is not a number")))
+        };
+        match (parts[0].to_ascii_lowercase().as_str(), &parts[1..]) {
+            ("constant", []) => Ok(LrScheduleKind::Constant),
+            ("cosine", []) => Ok(LrScheduleKind::Cosine { eta_min: 0.0 }),
+            ("cosine", [eta_min]) => Ok(LrScheduleKind::Cosine {
+                eta_min: number(eta_min, "ETA_MIN")?,
+            }),
+            ("step", [size, gamma]) => Ok(LrScheduleKind::Step {
+                step_size: size
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad(&format!("STEP_SIZE '{size}' is not a whole number")))?,
+                gamma: number(gamma, "GAMMA")?,
+            }),
+            ("constant" | "cosine" | "step", _) => Err(bad("wrong number of values")),
+            _ => Err(bad("unknown schedule")),
+        }
+    }
+}
+
+impl std::fmt::Display for LrScheduleKind {
+    /// The form [`FromStr`](std::str::FromStr) reads back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LrScheduleKind::Constant => f.write_str("constant"),
+            LrScheduleKind::Cosine { eta_min } if *eta_min == 0.0 => f.write_str("cosine"),
+            LrScheduleKind::Cosine { eta_min } => write!(f, "cosine:{eta_min}"),
+            LrScheduleKind::Step { step_size, gamma } => write!(f, "step:{step_size}:{gamma}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_build_the_named_schedules() {
+        let c = LrScheduleKind::Constant.schedule(0.3, 5).unwrap();
+        assert_eq!(
+            (0..10).map(|e| c.lr_at(e)).collect::<Vec<_>>(),
+            vec![0.3; 10]
+        );
+        // Cosine over the run: hand-computed points of 0.1 + 0.9 (1 + cos(pi e / 4)) / 2.
+        let k = LrScheduleKind::Cosine { eta_min: 0.1 };
+        let s = k.schedule(1.0, 4).unwrap();
+        let want = [
+            1.0,
+            0.1 + 0.45 * (1.0 + 0.5f64.sqrt()),
+            0.55,
+            0.1 + 0.45 * (1.0 - 0.5f64.sqrt()),
+            0.1,
+        ];
+        for (e, w) in want.iter().enumerate() {
+            assert!(
+                (s.lr_at(e) - w).abs() < 1e-15,
+                "epoch {e}: {} vs {w}",
+                s.lr_at(e)
+            );
+        }
+        let s = LrScheduleKind::Step {
+            step_size: 2,
+            gamma: 0.1,
+        }
+        .schedule(1.0, 9)
+        .unwrap();
+        let got: Vec<f64> = (0..5).map(|e| s.lr_at(e)).collect();
+        assert_eq!(got[..2], [1.0, 1.0]);
+        assert!((got[2] - 0.1).abs() < 1e-15 && (got[3] - 0.1).abs() < 1e-15);
+        assert!((got[4] - 0.01).abs() < 1e-15);
+    }
+
+    #[test]
+    fn kinds_reject_bad_values() {
+        assert!(
+            LrScheduleKind::Cosine { eta_min: 0.0 }
+                .schedule(0.1, 0)
+                .is_err()
+        );
+        assert!(
+            LrScheduleKind::Cosine { eta_min: -1.0 }
+                .schedule(0.1, 5)
+                .is_err()
+        );
+        assert!(
+            LrScheduleKind::Step {
+                step_size: 0,
+                gamma: 0.5
+            }
+            .schedule(0.1, 5)
+            .is_err()
+        );
+        assert!(
+            LrScheduleKind::Step {
+                step_size: 1,
+                gamma: f64::NAN
+            }
+            .schedule(0.1, 5)
+            .is_err()
+        );
+        assert!(LrScheduleKind::Constant.schedule(f64::INFINITY, 5).is_err());
+    }
+
+    #[test]
+    fn kinds_parse_and_print() {
+        for (text, kind) in [
+            ("constant", LrScheduleKind::Constant),
+            ("Cosine", LrScheduleKind::Cosine { eta_min: 0.0 }),
+            ("cosine:1e-5", LrScheduleKind::Cosine { eta_min: 1e-5 }),
+            (
+                "STEP:30:0.1",
+                LrScheduleKind::Step {
+                    step_size: 30,
+                    gamma: 0.1,
+                },
+            ),
+        ] {
+            let parsed: LrScheduleKind = text.parse().unwrap();
+            assert_eq!(parsed, kind, "{text}");
+            assert_eq!(parsed.to_string().parse::<LrScheduleKind>().unwrap(), kind);
+        }
+        for (text, needle) in [
+            ("linear", "unknown schedule"),
+            ("cosine:abc", "ETA_MIN 'abc'"),
+            ("step:3", "wrong number"),
+            ("step:1.5:0.1", "STEP_SIZE '1.5'"),
+            ("constant:1", "wrong number"),
+            ("", "unknown schedule"),
+        ] {
+            let e = text.parse::<LrScheduleKind>().unwrap_err().to_string();
+            assert!(
+                e.contains(needle) && e.contains(&format!("'{text}'")),
+                "{text}: {e}"
+            );
+        }
+    }
+}

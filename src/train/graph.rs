@@ -17,7 +17,9 @@ use crate::float::Float;
 use crate::graph::{Batch, Graph};
 use crate::models::{GraphClassifier, GraphInput, InputLayer};
 use crate::nn::{Features, Module};
-use crate::optim::{AdaBeliefConfig, AdamConfig, Optimizer, clip_grad_norm, grad_norm};
+use crate::optim::{
+    AdaBeliefConfig, AdamConfig, LrScheduleKind, Optimizer, clip_grad_norm, grad_norm,
+};
 
 /// The node inputs of one graph.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,8 +161,10 @@ pub struct GraphTrainConfig {
     pub epochs: usize,
     /// Graphs per mini-batch (training and evaluation).
     pub batch_size: usize,
-    /// Learning rate.
+    /// Learning rate (the base rate of `lr_schedule`).
     pub lr: f64,
+    /// How the learning rate changes from epoch to epoch (default: constant).
+    pub lr_schedule: LrScheduleKind,
     /// Weight decay.
     pub weight_decay: f64,
     /// The optimiser.
@@ -183,6 +187,7 @@ impl Default for GraphTrainConfig {
             epochs: 100,
             batch_size: 32,
             lr: 1e-3,
+            lr_schedule: LrScheduleKind::Constant,
             weight_decay: 0.0,
             optimizer: GraphOptimizer::Adam,
             patience: Some(20),
@@ -474,6 +479,7 @@ pub fn train_graph_classifier<B: Backend>(
                 .build::<B>()?,
         ),
     };
+    let schedule = cfg.lr_schedule.schedule(cfg.lr, cfg.epochs)?;
     let val_batches = prepare_all(&backend, val, cfg.batch_size)?;
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let mut order: Vec<usize> = (0..train.len()).collect();
@@ -494,6 +500,7 @@ pub fn train_graph_classifier<B: Backend>(
     let pb = super::progress_bar(cfg.epochs as u64, cfg.quiet);
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
+        opt.set_learning_rate(schedule.lr_at(epoch));
         order.shuffle(&mut rng);
         let (mut loss_sum, mut norm_sum, mut steps) = (0.0, 0.0, 0usize);
         for chunk in order.chunks(cfg.batch_size) {

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::models::NodeClassifier;
 use crate::nn::{Features, Module};
-use crate::optim::{Adam, AdamConfig, Optimizer, grad_norm};
+use crate::optim::{Adam, AdamConfig, LrScheduleKind, Optimizer, grad_norm};
 
 /// A node-classification problem on one graph.
 #[derive(Debug)]
@@ -33,8 +33,10 @@ pub struct NodeTask<B: Backend> {
 pub struct NodeTrainConfig {
     /// Maximum number of epochs (full-batch steps).
     pub epochs: usize,
-    /// Adam learning rate.
+    /// Adam learning rate (the base rate of `lr_schedule`).
     pub lr: f64,
+    /// How the learning rate changes from epoch to epoch (default: constant).
+    pub lr_schedule: LrScheduleKind,
     /// L2 weight decay.
     pub weight_decay: f64,
     /// Apply weight decay to the first layer only (Kipf & Welling; PyG's `gcn.py`).
@@ -53,6 +55,7 @@ impl Default for NodeTrainConfig {
         NodeTrainConfig {
             epochs: 200,
             lr: 0.01,
+            lr_schedule: LrScheduleKind::Constant,
             weight_decay: 5e-4,
             decay_first_layer_only: true,
             patience: None,
@@ -182,6 +185,7 @@ pub fn train_node_classifier<B: Backend>(
     };
     let mut opt_first: Adam<B> = base.weight_decay(cfg.weight_decay).build()?;
     let mut opt_rest: Adam<B> = base.weight_decay(0.0).build()?;
+    let schedule = cfg.lr_schedule.schedule(cfg.lr, cfg.epochs)?;
 
     let mut best: Option<Snapshot<B::Elem>> = None;
     let mut step_ms = Vec::with_capacity(cfg.epochs);
@@ -193,6 +197,9 @@ pub fn train_node_classifier<B: Backend>(
     let pb = super::progress_bar(cfg.epochs as u64, cfg.quiet);
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
+        let lr = schedule.lr_at(epoch);
+        opt_first.set_learning_rate(lr);
+        opt_rest.set_learning_rate(lr);
         let tape = Tape::with_seed(
             &backend,
             cfg.seed.wrapping_mul(1_000_003).wrapping_add(epoch as u64),
