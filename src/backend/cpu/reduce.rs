@@ -27,7 +27,10 @@ fn block_len(entries: usize, cols: usize) -> usize {
 /// `f(i, block)` for each block in order, on both cores when there are
 /// several (the calling thread takes part, see `parallel.rs`); the results
 /// in block order.
-fn map_blocks<S: Send, R: Send>(blocks: Vec<S>, f: impl Fn(usize, S) -> R + Sync) -> Vec<R> {
+pub(super) fn map_blocks<S: Send, R: Send>(
+    blocks: Vec<S>,
+    f: impl Fn(usize, S) -> R + Sync,
+) -> Vec<R> {
     if blocks.len() < 2 {
         return blocks
             .into_iter()

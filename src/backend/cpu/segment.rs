@@ -24,7 +24,7 @@ use std::borrow::Cow;
 use std::mem::MaybeUninit;
 use std::ops::Range;
 
-use super::parallel::for_each_chunk;
+use super::reduce::map_blocks;
 use super::sparse::{PAR_THRESHOLD, has_avx2_fma};
 use crate::float::Float;
 use ndarray::Array2;
@@ -204,15 +204,7 @@ fn cross_pass<F: Float>(op: Operands<'_, F>, out: Outputs<'_, F>) {
     let partials: Vec<Option<Vec<F>>> = if n * m * h * outputs.max(1) >= PAR_THRESHOLD {
         // The calling thread takes part (see `parallel.rs`): a pass over
         // Cora-sized graphs lasts tens of microseconds.
-        let mut slots: Vec<_> = jobs.into_iter().map(|j| (Some(j), None)).collect();
-        for_each_chunk(&mut slots, 1, |_, slot| {
-            for (job, partial) in slot {
-                if let Some(job) = job.take() {
-                    *partial = run(job);
-                }
-            }
-        });
-        slots.into_iter().map(|(_, p)| p).collect()
+        map_blocks(jobs, |_, job| run(job))
     } else {
         jobs.into_iter().map(run).collect()
     };
