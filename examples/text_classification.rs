@@ -285,7 +285,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         if !args.quiet {
             for (e, h) in rep.history.iter().enumerate() {
                 eprintln!(
-                    "run {r} epoch {e}: train loss {:.4}  grad norm {:.3}  val {:.2}  val loss {:.4}",
+                    "run {r} epoch {e}: lr {:.3e}  train loss {:.4}  grad norm {:.3}  val {:.2}  val loss {:.4}",
+                    h.lr,
                     h.train_loss,
                     h.grad_norm,
                     100.0 * h.val_acc,

@@ -465,6 +465,9 @@ fn the_learning_rate_follows_the_schedule_every_epoch() {
         let mut stepped = fresh();
         let s = train_graph_classifier(&mut stepped, train, val, val, &frozen).unwrap();
         assert_eq!(s.epochs_run, 10);
+        assert_eq!(s.history[0].lr, 0.05);
+        assert!(s.history[1..].iter().all(|h| h.lr == 0.0));
+        assert!(c.history.iter().all(|h| h.lr == 0.05));
         assert!(
             s.history[1..]
                 .iter()

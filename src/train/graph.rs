@@ -224,6 +224,8 @@ pub struct GraphTrainReport {
 /// What one epoch of [`train_graph_classifier`] measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EpochRecord {
+    /// The learning rate of the epoch's steps (from the schedule).
+    pub lr: f64,
     /// Mean training loss over the epoch's mini-batches (weighted by graphs).
     pub train_loss: f64,
     /// Mean total gradient norm ([`crate::optim::grad_norm`], before any
@@ -500,7 +502,8 @@ pub fn train_graph_classifier<B: Backend>(
     let pb = super::progress_bar(cfg.epochs as u64, cfg.quiet);
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
-        opt.set_learning_rate(schedule.lr_at(epoch));
+        let lr = schedule.lr_at(epoch);
+        opt.set_learning_rate(lr);
         order.shuffle(&mut rng);
         let (mut loss_sum, mut norm_sum, mut steps) = (0.0, 0.0, 0usize);
         for chunk in order.chunks(cfg.batch_size) {
@@ -540,6 +543,7 @@ pub fn train_graph_classifier<B: Backend>(
 
         let (val_acc, val_loss) = evaluate_prepared(model, &val_batches)?;
         history.push(EpochRecord {
+            lr,
             train_loss: final_loss,
             grad_norm: norm_sum / steps.max(1) as f64,
             val_acc,
