@@ -207,7 +207,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                 median(&rep.step_ms)
             );
         }
-        acc.push(rep.val_acc, rep.test_acc);
+        acc.push(rep.val_acc, rep.test_acc, rep.best_epoch);
         steps.extend(rep.step_ms);
     }
     let (tm, ts, vm) = acc.summary();
@@ -237,6 +237,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "test_acc_std": ts,
             "val_acc_mean": vm,
             "test_accs": acc.test,
+            "best_epochs": acc.best_epochs,
             "train_step_ms_median": step,
             "peak_rss_mb": rss,
             "device": device.as_str(),

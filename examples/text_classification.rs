@@ -301,7 +301,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                 median(&rep.epoch_secs)
             );
         }
-        acc.push(rep.val_acc, rep.test_acc);
+        acc.push(rep.val_acc, rep.test_acc, rep.best_epoch);
         epochs.extend(rep.epoch_secs);
     }
     let (tm, ts, vm) = acc.summary();
@@ -332,6 +332,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "test_acc_std": ts,
             "val_acc_mean": vm,
             "test_accs": acc.test,
+            "best_epochs": acc.best_epochs,
             "epoch_s_median": ep,
             "peak_rss_mb": rss,
             "device": device.as_str(),

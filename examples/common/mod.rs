@@ -86,11 +86,19 @@ pub struct Accuracies {
     pub val: Vec<f64>,
     /// Test accuracy of each run.
     pub test: Vec<f64>,
+    /// Selected (best validation) epoch of each trained run.
+    pub best_epochs: Vec<usize>,
 }
 
 impl Accuracies {
-    /// Records one run's accuracies, given as fractions.
-    pub fn push(&mut self, val: f64, test: f64) {
+    /// Records one trained run's accuracies, given as fractions, and its
+    /// selected epoch.
+    pub fn push(&mut self, val: f64, test: f64, best_epoch: usize) {
+        self.record(val, test);
+        self.best_epochs.push(best_epoch);
+    }
+
+    fn record(&mut self, val: f64, test: f64) {
         self.val.push(100.0 * val);
         self.test.push(100.0 * test);
     }
@@ -103,7 +111,7 @@ impl Accuracies {
             100.0 * val,
             100.0 * test
         );
-        self.push(val, test);
+        self.record(val, test);
     }
 
     /// `(test mean, test std, validation mean)`.
