@@ -440,7 +440,7 @@ pub fn evaluate_graphs<B: Backend>(
 ///
 /// # Errors
 /// [`Error::InvalidConfig`] for zero epochs or batch size or an invalid
-/// optimiser setting; [`Error::Empty`] for an empty set; errors naming the
+/// optimiser setting or learning-rate schedule; [`Error::Empty`] for an empty set; errors naming the
 /// set and sample for samples that do not suit the model;
 /// [`Error::Numerical`] if the loss becomes non-finite.
 pub fn train_graph_classifier<B: Backend>(

@@ -137,8 +137,8 @@ pub fn evaluate_nodes<B: Backend>(
 /// as a constant).
 ///
 /// # Errors
-/// Before training: [`Error::InvalidConfig`] for zero epochs or a
-/// validation or test node without a label, [`Error::Empty`] for an empty
+/// Before training: [`Error::InvalidConfig`] for zero epochs, an invalid
+/// learning rate or schedule, or a validation or test node without a label, [`Error::Empty`] for an empty
 /// split, [`Error::NonFinite`] for a NaN or infinite dense feature. During
 /// training: [`Error::Numerical`] when the loss or the gradient norm stops
 /// being finite; the step that found it updates nothing.
