@@ -267,6 +267,33 @@ fn params_are_shared_handles() {
 }
 
 #[test]
+fn a_tape_shares_parameter_values_and_keeps_what_its_forward_saw() {
+    let cpu = C::new();
+    let ones = Array2::from_elem((2, 3), 1.0);
+    let p = Param::from_array(&cpu, &ones);
+    for t in [Tape::new(&cpu), Tape::inference(&cpu)] {
+        let v = t.param(&p);
+        // No copy: the tape holds the parameter's own storage.
+        assert_eq!(v.value().as_ptr(), p.value().as_ptr());
+    }
+    let t = Tape::new(&cpu);
+    let v = t.param(&p);
+    // An update while the tape lives copies first (copy-on-write) ...
+    p.value_mut().fill(5.0);
+    assert_eq!(p.to_array(), Array2::from_elem((2, 3), 5.0));
+    assert_eq!(v.to_array(), ones);
+    // ... so the backward pass uses the value the forward pass saw.
+    let grads = v.square().sum_all().backward().unwrap();
+    assert_eq!(grads.get(&p).unwrap(), &Array2::from_elem((2, 3), 2.0));
+    drop((v, t));
+    // With no tape alive the update is in place.
+    let before = p.value().as_ptr();
+    p.value_mut().fill(7.0);
+    assert_eq!(p.value().as_ptr(), before);
+    assert_eq!(p.to_array(), Array2::from_elem((2, 3), 7.0));
+}
+
+#[test]
 fn parameters_set_from_transposed_arrays_work_everywhere() {
     use hdgcn::backend::Axis;
     use hdgcn::optim::{AdamConfig, Optimizer};

@@ -312,3 +312,43 @@ fn schedules_match_torch() {
         }
     }
 }
+
+/// The CPU backend splits the update of a large tensor into chunks (on
+/// several cores); the update is elementwise, so the result must equal one
+/// `update_slices` call over the whole tensor, bit for bit.
+#[test]
+fn cpu_update_of_a_large_tensor_equals_one_call() {
+    use hdgcn::backend::{Backend, Cpu};
+    use ndarray::Array2;
+    let cpu = Cpu::<f32>::new();
+    let (rows, cols) = (701, 500); // 350,500 entries: several chunks
+    let wave = |k: usize, s: f32| (k as f32 * 0.618_034 + s).sin() * 2.0;
+    let p0 = Array2::from_shape_fn((rows, cols), |(i, j)| wave(i * cols + j, 0.0));
+    for rule in [
+        AdaBeliefConfig::default()
+            .lr(1e-2)
+            .weight_decay(1e-2)
+            .rule(),
+        AdamConfig::default().lr(1e-2).rule(),
+        SgdConfig::default().lr(0.1).momentum(0.9).rule(),
+    ] {
+        let mut p = p0.clone();
+        let mut slots: Vec<Array2<f32>> = (0..rule.num_slots())
+            .map(|_| Array2::zeros((rows, cols)))
+            .collect();
+        let mut flat = p0.as_slice().unwrap().to_vec();
+        let mut flat_slots: Vec<Vec<f32>> = (0..rule.num_slots())
+            .map(|_| vec![0.0; rows * cols])
+            .collect();
+        for step in 1..=3u64 {
+            let g = Array2::from_shape_fn((rows, cols), |(i, j)| wave(i * cols + j, step as f32));
+            cpu.optim_update(&rule, step, &mut p, &g, &mut slots);
+            let mut refs: Vec<&mut [f32]> = flat_slots.iter_mut().map(|v| &mut v[..]).collect();
+            update_slices(&rule, step, &mut flat, g.as_slice().unwrap(), &mut refs);
+        }
+        assert_eq!(p.as_slice().unwrap(), &flat[..], "{rule:?}: parameters");
+        for (k, (s, f)) in slots.iter().zip(&flat_slots).enumerate() {
+            assert_eq!(s.as_slice().unwrap(), &f[..], "{rule:?}: slot {k}");
+        }
+    }
+}

@@ -23,11 +23,17 @@ impl ParamId {
 
 /// A trainable tensor. Cloning a `Param` shares the same storage (a handle),
 /// like `torch.nn.Parameter` held by two modules.
+///
+/// The value is copy-on-write: a [`Tape`](crate::autograd::Tape) that uses
+/// the parameter holds the current value without copying it, and
+/// [`value_mut`](Self::value_mut) copies it only while such a tape is still
+/// alive (so the tape keeps the value its forward pass saw). Drop the tape
+/// before the optimiser step to update in place.
 #[derive(Clone, Debug)]
 pub struct Param<B: Backend> {
     id: ParamId,
     backend: B,
-    value: Rc<RefCell<B::Tensor>>,
+    value: Rc<RefCell<Rc<B::Tensor>>>,
 }
 
 impl<B: Backend> Param<B> {
@@ -36,7 +42,7 @@ impl<B: Backend> Param<B> {
         Param {
             id: ParamId::fresh(),
             backend: backend.clone(),
-            value: Rc::new(RefCell::new(value)),
+            value: Rc::new(RefCell::new(Rc::new(value))),
         }
     }
 
@@ -57,12 +63,18 @@ impl<B: Backend> Param<B> {
 
     /// Borrows the current value.
     pub fn value(&self) -> Ref<'_, B::Tensor> {
-        self.value.borrow()
+        Ref::map(self.value.borrow(), |v| &**v)
     }
 
-    /// Mutably borrows the value (optimisers, checkpoint loading).
+    /// The current value as a shared handle (no copy); what a tape records.
+    pub(crate) fn shared_value(&self) -> Rc<B::Tensor> {
+        Rc::clone(&self.value.borrow())
+    }
+
+    /// Mutably borrows the value (optimisers, checkpoint loading). Copies
+    /// the value first if a live tape still holds it (copy-on-write).
     pub fn value_mut(&self) -> RefMut<'_, B::Tensor> {
-        self.value.borrow_mut()
+        RefMut::map(self.value.borrow_mut(), Rc::make_mut)
     }
 
     /// `(rows, cols)`.
@@ -83,7 +95,7 @@ impl<B: Backend> Param<B> {
 
     /// Replaces the value (same shape expected; checked by callers that take user input).
     pub fn set(&self, value: B::Tensor) {
-        *self.value.borrow_mut() = value;
+        *self.value.borrow_mut() = Rc::new(value);
     }
 }
 

@@ -196,14 +196,16 @@ impl<B: Backend> Tape<B> {
     /// The current value of a parameter as a leaf of this tape. Using the
     /// same parameter twice returns the same node, so gradients accumulate.
     pub fn param(&self, p: &Param<B>) -> Var<B> {
+        // The tape shares the parameter's storage (copy-on-write, see
+        // `Param`), so recording a large embedding table costs nothing.
         if !self.inner.grad_enabled {
-            return self.leaf(p.value().clone(), false, None);
+            return self.shared_leaf(p.shared_value(), false, None);
         }
         if let Some(&id) = self.inner.params.borrow().get(&p.id()) {
             let value = self.inner.nodes.borrow()[id].value.clone();
             return Var::from_parts(self.clone(), Some(id), value, true);
         }
-        let v = self.leaf(p.value().clone(), true, Some(p.id()));
+        let v = self.shared_leaf(p.shared_value(), true, Some(p.id()));
         self.inner
             .params
             .borrow_mut()
@@ -212,7 +214,15 @@ impl<B: Backend> Tape<B> {
     }
 
     fn leaf(&self, t: B::Tensor, requires_grad: bool, param: Option<ParamId>) -> Var<B> {
-        let value = Rc::new(t);
+        self.shared_leaf(Rc::new(t), requires_grad, param)
+    }
+
+    fn shared_leaf(
+        &self,
+        value: Rc<B::Tensor>,
+        requires_grad: bool,
+        param: Option<ParamId>,
+    ) -> Var<B> {
         if !self.inner.grad_enabled {
             return Var::from_parts(self.clone(), None, value, false);
         }

@@ -509,20 +509,24 @@ pub fn train_graph_classifier<B: Backend>(
         for chunk in order.chunks(cfg.batch_size) {
             let samples: Vec<&GraphSample> = chunk.iter().map(|&i| &train[i]).collect();
             let b = prepare(&backend, &samples)?;
-            let tape = Tape::with_seed(
-                &backend,
-                cfg.seed.wrapping_mul(1_000_003).wrapping_add(step),
-            );
+            // The tape ends with this block, before the optimiser step, so
+            // the step updates the parameters in place (no copy-on-write).
+            let (value, mut grads) = {
+                let tape = Tape::with_seed(
+                    &backend,
+                    cfg.seed.wrapping_mul(1_000_003).wrapping_add(step),
+                );
+                let logits = model.forward(&tape, &b.graph, &b.input(&tape))?;
+                let loss = logits.log_softmax(Axis::Cols).nll(&b.targets)?;
+                let value = loss.scalar()?;
+                if !value.is_finite() {
+                    return Err(Error::Numerical(format!(
+                        "training loss became {value} at epoch {epoch}"
+                    )));
+                }
+                (value, loss.backward()?)
+            };
             step += 1;
-            let logits = model.forward(&tape, &b.graph, &b.input(&tape))?;
-            let loss = logits.log_softmax(Axis::Cols).nll(&b.targets)?;
-            let value = loss.scalar()?;
-            if !value.is_finite() {
-                return Err(Error::Numerical(format!(
-                    "training loss became {value} at epoch {epoch}"
-                )));
-            }
-            let mut grads = loss.backward()?;
             let norm = match cfg.clip_grad_norm {
                 Some(max_norm) => clip_grad_norm(&backend, &mut grads, max_norm)?,
                 None => grad_norm(&backend, &grads),

@@ -227,6 +227,13 @@ pub fn train_node_classifier<B: Backend>(
         }
         backend.synchronize();
         step_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        // The tape lives through the optimiser step, which therefore copies
+        // each parameter once (copy-on-write, see `Param`). Ending it before
+        // the step avoids those small copies but, measured on Cora with
+        // HDGCN-static, made glibc hand freed memory back and fault it in
+        // again every epoch (1.2 M page faults against 0.25 M in 150
+        // epochs, step time 17-20 ms -> 36 ms). The mini-batch loop, whose
+        // embedding table is large, ends its tape first.
         drop(tape);
         epochs_run = epoch + 1;
 

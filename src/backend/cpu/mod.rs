@@ -45,6 +45,9 @@ impl<F: Float> Cpu<F> {
 /// threads.
 const MATMUL_PAR_WORK: usize = 1 << 20;
 
+/// Smallest chunk of an optimiser update handed to another core (entries).
+const OPTIM_CHUNK: usize = 1 << 16;
+
 /// `a · b` with `matrixmultiply`'s single-threaded kernel on blocks of
 /// output rows, spread over rayon's threads (the caller joins in, see
 /// `parallel.rs`). `matrixmultiply`'s own threading is not used: its
@@ -251,7 +254,7 @@ impl<F: Float> Backend for Cpu<F> {
     }
 
     fn sum_squares(&self, x: &Array2<F>) -> f64 {
-        x.iter().map(|&v| v.to_f64_exact() * v.to_f64_exact()).sum()
+        reduce::sum_squares(x)
     }
 
     fn softmax(&self, x: &Array2<F>, axis: Axis, log: bool) -> Array2<F> {
@@ -546,10 +549,29 @@ impl<F: Float> Backend for Cpu<F> {
         let g = grad.as_standard_layout();
         let p = param.as_slice_mut().expect("standard layout ensured above");
         let g = g.as_slice().expect("standard layout ensured above");
-        let mut s: Vec<&mut [F]> = slots
+        let s: Vec<&mut [F]> = slots
             .iter_mut()
             .map(|t| t.as_slice_mut().expect("standard layout ensured above"))
             .collect();
-        crate::optim::kernels::update_slices(rule, step, p, g, &mut s);
+        // The update is elementwise, so splitting it into chunks (on both
+        // cores for a large tensor, e.g. an embedding table) gives the same
+        // values as one call.
+        let len = OPTIM_CHUNK.max(p.len().div_ceil(rayon::current_num_threads().max(1)));
+        let mut slot_chunks: Vec<std::slice::ChunksMut<'_, F>> =
+            s.into_iter().map(|t| t.chunks_mut(len)).collect();
+        let blocks: Vec<_> = p
+            .chunks_mut(len)
+            .zip(g.chunks(len))
+            .map(|(p, g)| {
+                let slots: Vec<&mut [F]> = slot_chunks
+                    .iter_mut()
+                    .map(|c| c.next().expect("slots have the parameter's length"))
+                    .collect();
+                (p, g, slots)
+            })
+            .collect();
+        reduce::map_blocks(blocks, |_, (p, g, mut slots)| {
+            crate::optim::kernels::update_slices(rule, step, p, g, &mut slots)
+        });
     }
 }

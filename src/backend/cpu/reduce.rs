@@ -68,6 +68,46 @@ pub(crate) fn for_row_blocks<T: Send>(
     });
 }
 
+/// Entries per block of [`sum_squares`] (a fixed size, so the result does
+/// not depend on the number of threads).
+const SQUARES_BLOCK: usize = 1 << 16;
+
+/// Sum of squares of a contiguous slice in `f64`, in eight interleaved
+/// lanes (independent additions the compiler can vectorise) added at the
+/// end. Each square of an `f32` is exact in `f64`.
+fn sum_squares_lanes<F: Float>(xs: &[F]) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let mut chunks = xs.chunks_exact(8);
+    for c in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            let v = v.to_f64_exact();
+            *a += v * v;
+        }
+    }
+    let rest: f64 = chunks
+        .remainder()
+        .iter()
+        .map(|&v| v.to_f64_exact() * v.to_f64_exact())
+        .sum();
+    acc.iter().sum::<f64>() + rest
+}
+
+/// Sum of squares of all entries, in `f64`: fixed blocks of
+/// [`SQUARES_BLOCK`] entries (on both cores when there are several),
+/// whose partial sums are added in block order.
+pub(super) fn sum_squares<F: Float>(x: &Array2<F>) -> f64 {
+    let x = x.as_standard_layout();
+    let xs = x.as_slice().expect("standard layout");
+    if xs.len() <= SQUARES_BLOCK {
+        return sum_squares_lanes(xs);
+    }
+    map_blocks(xs.chunks(SQUARES_BLOCK).collect(), |_, b| {
+        sum_squares_lanes(b)
+    })
+    .into_iter()
+    .sum()
+}
+
 /// Adds the per-block partial column sums `parts` into `acc`, in order.
 fn add_parts<F: Float>(acc: &mut [F], parts: &[Vec<F>]) {
     for p in parts {
@@ -406,4 +446,49 @@ pub(crate) fn segment_softmax_grad<F: Float>(
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plain sequential sum in `f64`, the reference.
+    fn plain(x: &Array2<f32>) -> f64 {
+        x.iter().map(|&v| f64::from(v) * f64::from(v)).sum()
+    }
+
+    #[test]
+    fn sum_squares_matches_a_plain_sum_in_every_layout() {
+        // Sizes around the lane width and the block size, and one of
+        // several blocks with a ragged last one.
+        for (rows, cols) in [(0, 3), (1, 7), (3, 3), (1, 8), (257, 255), (301, 700)] {
+            let x = Array2::from_shape_fn((rows, cols), |(i, j)| {
+                ((i * cols + j) as f32 * 0.37).sin() * 3.0
+            });
+            let want = plain(&x);
+            for (what, t) in [
+                ("row-major", x.clone()),
+                ("transposed", x.clone().reversed_axes()),
+            ] {
+                let got = sum_squares(&t);
+                assert!(
+                    (got - want).abs() <= 1e-12 * want.max(1.0),
+                    "{rows}x{cols} {what}: {got} != {want}"
+                );
+            }
+        }
+        // Every entry counts once: a single 1 anywhere gives 1.
+        for k in [
+            0,
+            7,
+            8,
+            SQUARES_BLOCK - 1,
+            SQUARES_BLOCK,
+            3 * SQUARES_BLOCK + 5,
+        ] {
+            let mut x = Array2::<f32>::zeros((1, 3 * SQUARES_BLOCK + 9));
+            x[[0, k]] = 1.0;
+            assert_eq!(sum_squares(&x), 1.0, "entry {k}");
+        }
+    }
 }
