@@ -232,7 +232,7 @@ pub fn train_node_classifier<B: Backend>(
         // the step avoids those small copies but, measured on Cora with
         // HDGCN-static, made glibc hand freed memory back and fault it in
         // again every epoch (1.2 M page faults against 0.25 M in 150
-        // epochs, step time 17-20 ms -> 36 ms). The mini-batch loop, whose
+        // epochs, step time 17-21 ms -> 36 ms). The mini-batch loop, whose
         // embedding table is large, ends its tape first.
         drop(tape);
         epochs_run = epoch + 1;

@@ -98,9 +98,7 @@ fn sum_squares_lanes<F: Float>(xs: &[F]) -> f64 {
 pub(super) fn sum_squares<F: Float>(x: &Array2<F>) -> f64 {
     let x = x.as_standard_layout();
     let xs = x.as_slice().expect("standard layout");
-    if xs.len() <= SQUARES_BLOCK {
-        return sum_squares_lanes(xs);
-    }
+    // One block (or none) runs on the calling thread (`map_blocks`).
     map_blocks(xs.chunks(SQUARES_BLOCK).collect(), |_, b| {
         sum_squares_lanes(b)
     })
