@@ -34,7 +34,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use hdgcn::attention::{AttentionMaps, MvcAttnConfig};
+use hdgcn::attention::{AttentionMaps, MvcAttnConfig, normalized_entropy};
 use hdgcn::autograd::{Index, Tape};
 use hdgcn::backend::Cpu;
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
@@ -286,6 +286,18 @@ fn run(args: &Args) -> Result<()> {
             write_csv(&csv, mat, rows, cols)?;
             println!("wrote {}", png.display());
             println!("wrote {}", csv.display());
+        }
+        // How far each map is from uniform: a transition whose A_b rows are
+        // all 1/M gives every word the same vector (docs/hdgcn.md).
+        let m_inv = 1.0 / ab.ncols() as f64;
+        let ab_dev = ab.iter().fold(0.0_f64, |d, &p| d.max((p - m_inv).abs()));
+        if af.ncols() > 1 && ab.ncols() > 1 {
+            println!(
+                "unit {k}: normalised row entropy (1 = uniform): A_f {:.4}, A_b {:.4}; \
+                 largest |A_b - 1/M| {ab_dev:.2e}",
+                normalized_entropy(af.view())?,
+                normalized_entropy(ab.view())?
+            );
         }
         println!("unit {k}: top words per supernode (A_f)");
         for (m, row) in af.rows().into_iter().enumerate() {

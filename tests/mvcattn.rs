@@ -3,7 +3,9 @@
 //! hand-computed case (votes routing) and error handling.
 
 use hdgcn::Error;
-use hdgcn::attention::{AttentionMaps, MAX_DENSE_NODES, MvcAttn, MvcAttnConfig, Routing};
+use hdgcn::attention::{
+    AttentionMaps, MAX_DENSE_NODES, MvcAttn, MvcAttnConfig, Routing, normalized_entropy,
+};
 use hdgcn::autograd::gradcheck::{check_inputs, check_params};
 use hdgcn::autograd::{Segments, Tape, Var};
 use hdgcn::backend::Cpu;
@@ -506,4 +508,73 @@ fn dynamic_adjacency_limits() {
         mismatched.dynamic_adjacency(0),
         Err(Error::ShapeMismatch { .. })
     ));
+}
+
+// ----- normalised entropy of the maps --------------------------------------------
+
+#[test]
+fn normalized_entropy_matches_hand_computed_values() {
+    // One row (1/2, 1/4, 1/4): H = (1/2) ln 2 + 2 (1/4) ln 4 = 1.5 ln 2, over ln 3.
+    let e = normalized_entropy(ndarray::array![[0.5, 0.25, 0.25]].view()).unwrap();
+    assert!((e - 1.5 * 2f64.ln() / 3f64.ln()).abs() < 1e-15, "{e}");
+    // The mean over rows: a uniform row (1) and a one-hot row (0) give 1/2.
+    let e = normalized_entropy(ndarray::array![[0.5, 0.5], [1.0, 0.0]].view()).unwrap();
+    assert!((e - 0.5).abs() < 1e-15, "{e}");
+    // Uniform rows of any width give 1, one-hot rows 0, in any column order.
+    for w in 2..9 {
+        let u = Array2::from_elem((3, w), 1.0 / w as f64);
+        assert!((normalized_entropy(u.view()).unwrap() - 1.0).abs() < 1e-12);
+        let mut o = Array2::zeros((3, w));
+        for r in 0..3 {
+            o[[r, (r * 5) % w]] = 1.0;
+        }
+        assert_eq!(normalized_entropy(o.view()).unwrap(), 0.0);
+    }
+}
+
+#[test]
+fn normalized_entropy_rejects_what_is_not_a_distribution() {
+    let bad = [
+        Array2::<f64>::zeros((0, 3)),
+        Array2::from_elem((2, 1), 1.0),
+        ndarray::array![[0.5, f64::NAN]],
+        ndarray::array![[1.5, -0.5]],
+        ndarray::array![[0.5, 0.4]],
+    ];
+    for m in &bad {
+        assert!(normalized_entropy(m.view()).is_err(), "{m:?}");
+    }
+    assert!(matches!(
+        normalized_entropy(bad[0].view()),
+        Err(Error::Empty(_))
+    ));
+    assert!(matches!(
+        normalized_entropy(bad[2].view()),
+        Err(Error::NonFinite { .. })
+    ));
+}
+
+/// Nodes with identical states cannot be told apart: every supernode attends
+/// uniformly over them, every supernode then holds the same `Ŝ` row, and
+/// every node reads the supernodes back uniformly. Both maps have entropy
+/// 1 and every output row is the same vector (the broadcast that
+/// docs/hdgcn.md measures in trained text models).
+#[test]
+fn identical_nodes_give_uniform_maps_and_one_output_row() {
+    let l = layer(&config(4, 3, Routing::Attention), 21);
+    let mut rng = StdRng::seed_from_u64(22);
+    let row = rand_mat(&mut rng, 1, 4);
+    let z = Array2::from_shape_fn((5, 4), |(_, c)| row[[0, c]]);
+    let (out, maps) = run(&l, &z, &[0, 5]);
+    assert!((normalized_entropy(maps.forward[0].view()).unwrap() - 1.0).abs() < 1e-12);
+    assert!((normalized_entropy(maps.backward[0].view()).unwrap() - 1.0).abs() < 1e-12);
+    for r in 1..5 {
+        for c in 0..4 {
+            assert!((out[[r, c]] - out[[0, c]]).abs() < 1e-12);
+        }
+    }
+    // Distinct random nodes (with the same layer) give maps below 1.
+    let (_, maps) = run(&l, &rand_mat(&mut rng, 5, 4), &[0, 5]);
+    assert!(normalized_entropy(maps.forward[0].view()).unwrap() < 1.0 - 1e-6);
+    assert!(normalized_entropy(maps.backward[0].view()).unwrap() < 1.0 - 1e-6);
 }

@@ -8,4 +8,6 @@
 
 mod mvcattn;
 
-pub use mvcattn::{AttentionMaps, MAX_DENSE_NODES, MvcAttn, MvcAttnConfig, Routing};
+pub use mvcattn::{
+    AttentionMaps, MAX_DENSE_NODES, MvcAttn, MvcAttnConfig, Routing, normalized_entropy,
+};

@@ -294,6 +294,70 @@ impl AttentionMaps {
     }
 }
 
+/// Mean Shannon entropy of the rows of `probs`, each divided by the largest
+/// possible, `ln(columns)`: 1 when every row is uniform, 0 when every row is
+/// one-hot. A diagnostic for [`AttentionMaps`]: under [`Routing::Attention`]
+/// pass `A_f` or `A_b` as they are; under [`Routing::Votes`] their columns
+/// are the distributions, so pass the transposes (`.t()`).
+///
+/// A value of 1 for `A_b` means every node reads back the same mixture of
+/// supernodes, so the transition gives every node the same vector
+/// (`docs/hdgcn.md`, "What a trained transition does on text").
+///
+/// ```
+/// use hdgcn::attention::normalized_entropy;
+/// use ndarray::array;
+///
+/// let uniform = array![[0.25, 0.25, 0.25, 0.25]];
+/// let one_hot = array![[0.0, 1.0, 0.0, 0.0]];
+/// assert!((normalized_entropy(uniform.view())? - 1.0).abs() < 1e-12);
+/// assert_eq!(normalized_entropy(one_hot.view())?, 0.0);
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::Empty`] for a matrix without rows or with fewer than two
+/// columns (no spread to measure); [`Error::NonFinite`] or
+/// [`Error::InvalidConfig`] for an entry that is not a probability
+/// (not finite, negative or above 1) or a row that does not sum to 1
+/// within `1e-6`.
+pub fn normalized_entropy(probs: ndarray::ArrayView2<'_, f64>) -> Result<f64> {
+    let (rows, cols) = probs.dim();
+    if rows == 0 || cols < 2 {
+        return Err(Error::Empty(format!(
+            "normalized_entropy needs at least one row and two columns, got ({rows}, {cols})"
+        )));
+    }
+    let mut total = 0.0;
+    for (r, row) in probs.rows().into_iter().enumerate() {
+        let mut sum = 0.0;
+        for (c, &p) in row.iter().enumerate() {
+            if !p.is_finite() {
+                return Err(Error::NonFinite {
+                    what: format!("normalized_entropy, entry ({r}, {c})"),
+                    value: p,
+                });
+            }
+            if !(0.0..=1.0).contains(&p) {
+                return Err(Error::InvalidConfig(format!(
+                    "normalized_entropy: entry ({r}, {c}) = {p} is not a probability"
+                )));
+            }
+            if p > 0.0 {
+                total -= p * p.ln();
+            }
+            sum += p;
+        }
+        if (sum - 1.0).abs() > 1e-6 {
+            return Err(Error::InvalidConfig(format!(
+                "normalized_entropy: row {r} sums to {sum}, not 1 (pass the transpose of a \
+                 column-stochastic map)"
+            )));
+        }
+    }
+    Ok(total / rows as f64 / (cols as f64).ln())
+}
+
 fn to_f64<F: Float>(a: ndarray::ArrayView2<'_, F>) -> Array2<f64> {
     a.mapv(|v| v.to_f64_exact())
 }
