@@ -85,6 +85,10 @@ struct Args {
     /// MVCAttn routing of the dynamic HDGCN: attention | votes (math.md §4).
     #[arg(long, default_value = "attention")]
     routing: Routing,
+    /// Scale-invariant MVCAttn scores (dynamic HDGCN): LayerNorm on the node
+    /// states and on Ŝ where they enter the scores (`MvcAttnConfig::score_norm`).
+    #[arg(long)]
+    score_norm: bool,
     /// Base seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -167,6 +171,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                 let mut attn = MvcAttnConfig::new(h);
                 attn.supernodes = args.supernodes;
                 attn.routing = args.routing;
+                attn.score_norm = args.score_norm;
                 let conv = HdChebConfig::in_model(d, h, k, args.dropout)
                     .build_dynamic(backend, &mut rng, &attn)?;
                 NodeClassifier::new(vec![Box::new(conv)], args.dropout, Activation::Relu)?
@@ -229,6 +234,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "hidden": hidden,
             "supernodes": (model_kind == ModelKind::Hdgcn).then_some(args.supernodes),
             "routing": (model_kind == ModelKind::Hdgcn).then_some(args.routing.as_str()),
+            "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.score_norm),
             "epochs": epochs,
             "patience": patience,
             "lr": args.lr,

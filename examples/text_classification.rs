@@ -56,6 +56,10 @@ struct Args {
     /// MVCAttn routing of the dynamic HDGCN: attention | votes (math.md §4).
     #[arg(long, default_value = "attention")]
     routing: Routing,
+    /// Scale-invariant MVCAttn scores (dynamic HDGCN): LayerNorm on the node
+    /// states and on Ŝ where they enter the scores (`MvcAttnConfig::score_norm`).
+    #[arg(long)]
+    score_norm: bool,
     /// Hidden width.
     #[arg(long, default_value_t = 64)]
     hidden: usize,
@@ -241,6 +245,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                 let mut attn = MvcAttnConfig::new(h);
                 attn.supernodes = args.supernodes;
                 attn.routing = args.routing;
+                attn.score_norm = args.score_norm;
                 Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
             }
             ModelKind::HdgcnStatic => {
@@ -321,6 +326,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "k": (model_kind != ModelKind::Gcn).then_some(k),
             "supernodes": (model_kind == ModelKind::Hdgcn).then_some(args.supernodes),
             "routing": (model_kind == ModelKind::Hdgcn).then_some(args.routing.as_str()),
+            "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.score_norm),
             "hidden": args.hidden,
             "embed_dim": embed_dim,
             "embed_init_std": args.embed_init_std,

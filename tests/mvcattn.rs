@@ -89,10 +89,11 @@ fn max_abs_diff(a: &Array2<f64>, b: &Array2<f64>) -> f64 {
 
 // ----- gradient checks -----------------------------------------------------------
 
-fn gradcheck(routing: Routing, dropout: f64) {
+fn gradcheck(routing: Routing, dropout: f64, score_norm: bool) {
     let cpu = B::new();
     let mut cfg = config(3, 2, routing);
     cfg.dropout = dropout;
+    cfg.score_norm = score_norm;
     let l = layer(&cfg, 11);
     // Three graphs, the middle one a single node.
     let ptr = [0, 3, 4, 7];
@@ -128,18 +129,24 @@ fn gradcheck(routing: Routing, dropout: f64) {
 
 #[test]
 fn gradcheck_attention_routing() {
-    gradcheck(Routing::Attention, 0.0);
+    gradcheck(Routing::Attention, 0.0, false);
 }
 
 #[test]
 fn gradcheck_votes_routing() {
-    gradcheck(Routing::Votes, 0.0);
+    gradcheck(Routing::Votes, 0.0, false);
+}
+
+#[test]
+fn gradcheck_with_score_norm() {
+    gradcheck(Routing::Attention, 0.0, true);
+    gradcheck(Routing::Votes, 0.0, true);
 }
 
 #[test]
 fn gradcheck_with_attention_dropout() {
     // Masks repeat on tapes with the same seed, so the check is exact.
-    gradcheck(Routing::Attention, 0.3);
+    gradcheck(Routing::Attention, 0.3, false);
 }
 
 // ----- stochasticity ------------------------------------------------------------------
@@ -167,7 +174,9 @@ proptest! {
     #[test]
     fn attention_maps_are_row_stochastic((sizes, h, m, seed) in sizes_strategy()) {
         let ptr = ptr_of(&sizes);
-        let l = layer(&config(h, m, Routing::Attention), seed);
+        let mut cfg = config(h, m, Routing::Attention);
+        cfg.score_norm = seed % 2 == 1;
+        let l = layer(&cfg, seed);
         let mut rng = StdRng::seed_from_u64(seed ^ 1);
         let z = rand_mat(&mut rng, *ptr.last().unwrap(), h).mapv(|v| 3.0 * v);
         let (_, maps) = run(&l, &z, &ptr);
@@ -207,8 +216,13 @@ proptest! {
 
 #[test]
 fn permutation_equivariance() {
-    for routing in [Routing::Attention, Routing::Votes] {
-        let l = layer(&config(4, 3, routing), 21);
+    let cases = [Routing::Attention, Routing::Votes]
+        .into_iter()
+        .flat_map(|r| [(r, false), (r, true)]);
+    for (routing, score_norm) in cases {
+        let mut cfg = config(4, 3, routing);
+        cfg.score_norm = score_norm;
+        let l = layer(&cfg, 21);
         let ptr = [0, 4, 9];
         let mut rng = StdRng::seed_from_u64(22);
         let z = rand_mat(&mut rng, 9, 4);
@@ -234,8 +248,13 @@ fn permutation_equivariance() {
 
 #[test]
 fn batch_equals_graphs_alone() {
-    for routing in [Routing::Attention, Routing::Votes] {
-        let l = layer(&config(5, 3, routing), 31);
+    let cases = [Routing::Attention, Routing::Votes]
+        .into_iter()
+        .flat_map(|r| [(r, false), (r, true)]);
+    for (routing, score_norm) in cases {
+        let mut cfg = config(5, 3, routing);
+        cfg.score_norm = score_norm;
+        let l = layer(&cfg, 31);
         let sizes = [3, 1, 6];
         let ptr = ptr_of(&sizes);
         let mut rng = StdRng::seed_from_u64(32);
@@ -263,10 +282,38 @@ fn softmax_rows(a: &Array2<f64>) -> Array2<f64> {
     out
 }
 
+/// Row-wise LayerNorm with the affine parameters `{prefix}.weight` and
+/// `{prefix}.bias` of `l`.
+fn layer_norm_rows(l: &MvcAttn<B>, prefix: &str, x: &Array2<f64>, eps: f64) -> Array2<f64> {
+    let (gamma, beta) = (
+        param(l, &format!("{prefix}.weight")),
+        param(l, &format!("{prefix}.bias")),
+    );
+    let mut out = x.clone();
+    for mut row in out.rows_mut() {
+        let mean = row.mean().unwrap();
+        let var = row.mapv(|v| (v - mean) * (v - mean)).mean().unwrap();
+        for (c, v) in row.iter_mut().enumerate() {
+            *v = (*v - mean) / (var + eps).sqrt() * gamma[[0, c]] + beta[[0, c]];
+        }
+    }
+    out
+}
+
 #[test]
 fn attention_routing_matches_dense_reference() {
+    dense_reference(false);
+}
+
+#[test]
+fn score_norm_matches_dense_reference() {
+    dense_reference(true);
+}
+
+fn dense_reference(score_norm: bool) {
     let (h, m, n) = (4, 3, 6);
-    let cfg = config(h, m, Routing::Attention);
+    let mut cfg = config(h, m, Routing::Attention);
+    cfg.score_norm = score_norm;
     let l = layer(&cfg, 41);
     let mut rng = StdRng::seed_from_u64(42);
     let z = rand_mat(&mut rng, n, h);
@@ -288,17 +335,29 @@ fn attention_routing_matches_dense_reference() {
                 (x[c] - mean) / (var + cfg.layer_norm_eps).sqrt() * gamma[[0, c]] + beta[[0, c]];
         }
     }
+    // With score_norm, the scores see LayerNorm(Z) and LayerNorm(Ŝ).
+    let eps = cfg.layer_norm_eps;
+    let z_score = if score_norm {
+        layer_norm_rows(&l, "score_norm.nodes", &z, eps)
+    } else {
+        z.clone()
+    };
     // 2. E_f = (S W_fq)(Z W_fk)ᵀ / sqrt(d_c), softmax over nodes.
     let e_f = s_mat
         .dot(&param(&l, "fcattn.q.weight"))
-        .dot(&z.dot(&param(&l, "fcattn.k.weight")).t())
+        .dot(&z_score.dot(&param(&l, "fcattn.k.weight")).t())
         / (cfg.d_c as f64).sqrt();
     let a_f = softmax_rows(&e_f);
     let s_hat = a_f.dot(&z).dot(&param(&l, "fcattn.v.weight"));
     // 3. E_b = (Z W_bk)(Ŝ W_bq)ᵀ / sqrt(d_a), softmax over supernodes.
-    let e_b = z
+    let s_hat_score = if score_norm {
+        layer_norm_rows(&l, "score_norm.supernodes", &s_hat, eps)
+    } else {
+        s_hat.clone()
+    };
+    let e_b = z_score
         .dot(&param(&l, "bcattn.k.weight"))
-        .dot(&s_hat.dot(&param(&l, "bcattn.q.weight")).t())
+        .dot(&s_hat_score.dot(&param(&l, "bcattn.q.weight")).t())
         / (cfg.d_a as f64).sqrt();
     let a_b = softmax_rows(&e_b);
     let want = a_b.dot(&s_hat.dot(&param(&l, "bcattn.v.weight")));
@@ -400,6 +459,61 @@ fn parameter_names_and_shapes() {
     let want: Vec<(String, (usize, usize))> =
         want.iter().map(|(n, s)| (n.to_string(), *s)).collect();
     assert_eq!(names, want);
+
+    let mut cfg = config(4, 3, Routing::Attention);
+    cfg.score_norm = true;
+    let l = cfg.build(&B::new(), &mut StdRng::seed_from_u64(0)).unwrap();
+    let names: Vec<(String, (usize, usize))> = l
+        .named_params()
+        .into_iter()
+        .map(|(n, p)| (n, p.shape()))
+        .collect();
+    let extra = [
+        ("score_norm.nodes.weight", (1, 4)),
+        ("score_norm.nodes.bias", (1, 4)),
+        ("score_norm.supernodes.weight", (1, 4)),
+        ("score_norm.supernodes.bias", (1, 4)),
+    ];
+    // The score norms follow the supernode norm.
+    let want: Vec<(String, (usize, usize))> = want[..3]
+        .iter()
+        .cloned()
+        .chain(extra.iter().map(|(n, s)| (n.to_string(), *s)))
+        .chain(want[3..].iter().cloned())
+        .collect();
+    assert_eq!(names, want);
+}
+
+/// With `score_norm` (and `eps = 0`) the maps do not depend on the scale of
+/// the node states and the output is linear in it; without it, shrinking
+/// the states flattens the maps towards uniform.
+#[test]
+fn score_norm_makes_the_maps_scale_invariant() {
+    let mut rng = StdRng::seed_from_u64(51);
+    let z = rand_mat(&mut rng, 7, 4);
+    let ptr = [0, 3, 7];
+    for score_norm in [false, true] {
+        let mut cfg = config(4, 3, Routing::Attention);
+        cfg.layer_norm_eps = 0.0;
+        cfg.score_norm = score_norm;
+        let l = layer(&cfg, 52);
+        let (out, maps) = run(&l, &z, &ptr);
+        let (out_small, maps_small) = run(&l, &z.mapv(|v| v * 1e-3), &ptr);
+        let drift = (0..2)
+            .map(|g| {
+                max_abs_diff(&maps.forward[g], &maps_small.forward[g])
+                    .max(max_abs_diff(&maps.backward[g], &maps_small.backward[g]))
+            })
+            .fold(0.0, f64::max);
+        let entropy_small = normalized_entropy(maps_small.backward[1].view()).unwrap();
+        if score_norm {
+            assert!(drift < 1e-10, "maps moved by {drift}");
+            assert!(max_abs_diff(&out.mapv(|v| v * 1e-3), &out_small) < 1e-12);
+        } else {
+            assert!(drift > 1e-3, "maps moved by only {drift}");
+            assert!(entropy_small > 1.0 - 1e-6, "{entropy_small}");
+        }
+    }
 }
 
 #[test]

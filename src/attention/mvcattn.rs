@@ -95,11 +95,21 @@ pub struct MvcAttnConfig {
     pub routing: Routing,
     /// Epsilon of the supernode LayerNorm (default `1e-5`).
     pub layer_norm_eps: f64,
+    /// Scale-invariant scores (default `false`, §4 as written). When set,
+    /// the node states enter both scores through a LayerNorm
+    /// (`score_norm.nodes`), and `Ŝ` enters the backward query through
+    /// another (`score_norm.supernodes`); the values (`Z W_fv`, `Ŝ W_bv`)
+    /// are unchanged. `S` is already normalised by MVProj, so every score
+    /// then compares two normalised vectors. Without it, scores scale
+    /// with the square of small node states, and a trained model can stay
+    /// at the point where every supernode is the same and `A_b` is uniform
+    /// (`docs/hdgcn.md`, "What a trained transition does on text").
+    pub score_norm: bool,
 }
 
 impl MvcAttnConfig {
     /// Defaults for width `hidden`: `M = 10`, `d_c = d_a = hidden`, no
-    /// dropout, attention routing, `eps = 1e-5`.
+    /// dropout, attention routing, `eps = 1e-5`, no score normalisation.
     pub fn new(hidden: usize) -> Self {
         MvcAttnConfig {
             hidden,
@@ -109,6 +119,7 @@ impl MvcAttnConfig {
             dropout: 0.0,
             routing: Routing::Attention,
             layer_norm_eps: 1e-5,
+            score_norm: false,
         }
     }
 
@@ -158,6 +169,14 @@ impl MvcAttnConfig {
         let (h, m) = (self.hidden, self.supernodes);
         let mvproj = init::linear_default(backend, h, h, m * h, rng);
         let mvproj_norm = LayerNorm::new(backend, h, self.layer_norm_eps)?;
+        let score_norm = if self.score_norm {
+            Some(ScoreNorm {
+                nodes: LayerNorm::new(backend, h, self.layer_norm_eps)?,
+                supernodes: LayerNorm::new(backend, h, self.layer_norm_eps)?,
+            })
+        } else {
+            None
+        };
         let lin = |d: usize, rng: &mut R| Linear::new(backend, h, d, false, rng);
         let fc_q = lin(self.d_c, rng)?;
         let fc_k = lin(self.d_c, rng)?;
@@ -175,6 +194,7 @@ impl MvcAttnConfig {
             bc_q,
             bc_k,
             bc_v,
+            score_norm,
             dropout: Dropout::new(self.dropout)?,
         })
     }
@@ -242,7 +262,17 @@ pub struct MvcAttn<B: Backend> {
     bc_q: Linear<B>,
     bc_k: Linear<B>,
     bc_v: Linear<B>,
+    score_norm: Option<ScoreNorm<B>>,
     dropout: Dropout,
+}
+
+/// The LayerNorms of [`MvcAttnConfig::score_norm`].
+#[derive(Debug, Clone)]
+struct ScoreNorm<B: Backend> {
+    /// Node states as they enter `E_f` and `E_b`.
+    nodes: LayerNorm<B>,
+    /// `Ŝ` as it enters the backward query.
+    supernodes: LayerNorm<B>,
 }
 
 /// The attention maps of one forward pass, per graph, on the host (`f64`),
@@ -438,7 +468,12 @@ impl<B: Backend> MvcAttn<B> {
         let qf = s_sup
             .matmul(&p(&self.fc_q))?
             .matmul_t(&p(&self.fc_k), false, true)?;
-        let ef = z
+        // Node states as they enter the scores (values use `z` itself).
+        let z_score = match &self.score_norm {
+            Some(sn) => sn.nodes.forward(z)?,
+            None => z.clone(),
+        };
+        let ef = z_score
             .segment_scores(&qf, seg, m)?
             .scale(1.0 / (cfg.d_c as f64).sqrt());
         let af = match cfg.routing {
@@ -450,10 +485,14 @@ impl<B: Backend> MvcAttn<B> {
         let s_hat = af_d.segment_weighted_sum(z, seg)?.matmul(&p(&self.fc_v))?;
 
         // 3. BCAttn. E_b[v, m] = z_v · (ŝ_m W_bq W_bkᵀ) / sqrt(d_a), N x M.
-        let qb = s_hat
+        let s_hat_score = match &self.score_norm {
+            Some(sn) => sn.supernodes.forward(&s_hat)?,
+            None => s_hat.clone(),
+        };
+        let qb = s_hat_score
             .matmul(&p(&self.bc_q))?
             .matmul_t(&p(&self.bc_k), false, true)?;
-        let eb = z
+        let eb = z_score
             .segment_scores(&qb, seg, m)?
             .scale(1.0 / (cfg.d_a as f64).sqrt());
         let ab = match cfg.routing {
@@ -472,6 +511,10 @@ impl<B: Backend> Module<B> for MvcAttn<B> {
     fn visit_params(&self, v: &mut ParamVisitor<'_, B>) {
         v.param("mvproj.weight", &self.mvproj);
         v.child("mvproj_norm", &self.mvproj_norm);
+        if let Some(sn) = &self.score_norm {
+            v.child("score_norm.nodes", &sn.nodes);
+            v.child("score_norm.supernodes", &sn.supernodes);
+        }
         v.child("fcattn.q", &self.fc_q);
         v.child("fcattn.k", &self.fc_k);
         v.child("fcattn.v", &self.fc_v);

@@ -30,6 +30,7 @@ backend_tests!(
     gcn_conv,
     cheb_conv,
     hd_cheb_dynamic_on_a_batch,
+    hd_cheb_dynamic_with_score_norm,
     hd_cheb_static,
     readouts,
     losses,
@@ -242,6 +243,14 @@ fn cheb_conv<B: Backend<Elem = f32>>(b: &B) {
 }
 
 fn hd_cheb_dynamic_on_a_batch<B: Backend<Elem = f32>>(b: &B) {
+    hd_cheb_dynamic(b, false);
+}
+
+fn hd_cheb_dynamic_with_score_norm<B: Backend<Elem = f32>>(b: &B) {
+    hd_cheb_dynamic(b, true);
+}
+
+fn hd_cheb_dynamic<B: Backend<Elem = f32>>(b: &B, score_norm: bool) {
     let batch = Batch::new(&[
         random_graph(9, 0.4, 12),
         random_graph(1, 0.0, 13),
@@ -250,13 +259,18 @@ fn hd_cheb_dynamic_on_a_batch<B: Backend<Elem = f32>>(b: &B) {
     .unwrap();
     let x = rand_array(24, 5, 15, -1.0, 1.0);
     compare_module!(
-        "hd_cheb dynamic",
+        if score_norm {
+            "hd_cheb dynamic, score_norm"
+        } else {
+            "hd_cheb dynamic"
+        },
         b,
         |bk| {
             let mut cfg = HdChebConfig::new(5, 8, 4);
             cfg.dropout = 0.2;
             let mut attn = MvcAttnConfig::new(8);
             attn.supernodes = 3;
+            attn.score_norm = score_norm;
             cfg.build_dynamic(bk, &mut rng(), &attn).unwrap()
         },
         |t, m| {
