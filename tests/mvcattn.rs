@@ -214,14 +214,23 @@ proptest! {
 
 // ----- structure ---------------------------------------------------------------------------
 
+/// Both routings, each with and without `score_norm`.
+fn every_variant(h: usize, m: usize) -> Vec<MvcAttnConfig> {
+    let mut out = Vec::new();
+    for routing in [Routing::Attention, Routing::Votes] {
+        for score_norm in [false, true] {
+            let mut cfg = config(h, m, routing);
+            cfg.score_norm = score_norm;
+            out.push(cfg);
+        }
+    }
+    out
+}
+
 #[test]
 fn permutation_equivariance() {
-    let cases = [Routing::Attention, Routing::Votes]
-        .into_iter()
-        .flat_map(|r| [(r, false), (r, true)]);
-    for (routing, score_norm) in cases {
-        let mut cfg = config(4, 3, routing);
-        cfg.score_norm = score_norm;
+    for cfg in every_variant(4, 3) {
+        let routing = cfg.routing;
         let l = layer(&cfg, 21);
         let ptr = [0, 4, 9];
         let mut rng = StdRng::seed_from_u64(22);
@@ -248,12 +257,8 @@ fn permutation_equivariance() {
 
 #[test]
 fn batch_equals_graphs_alone() {
-    let cases = [Routing::Attention, Routing::Votes]
-        .into_iter()
-        .flat_map(|r| [(r, false), (r, true)]);
-    for (routing, score_norm) in cases {
-        let mut cfg = config(5, 3, routing);
-        cfg.score_norm = score_norm;
+    for cfg in every_variant(5, 3) {
+        let routing = cfg.routing;
         let l = layer(&cfg, 31);
         let sizes = [3, 1, 6];
         let ptr = ptr_of(&sizes);
@@ -435,16 +440,18 @@ fn votes_routing_hand_computed() {
 
 // ----- module behaviour and errors ---------------------------------------------------------
 
-#[test]
-fn parameter_names_and_shapes() {
-    let l = config(4, 3, Routing::Attention)
-        .build(&B::new(), &mut StdRng::seed_from_u64(0))
-        .unwrap();
-    let names: Vec<(String, (usize, usize))> = l
-        .named_params()
+fn names_and_shapes(score_norm: bool) -> Vec<(String, (usize, usize))> {
+    let mut cfg = config(4, 3, Routing::Attention);
+    cfg.score_norm = score_norm;
+    let l = cfg.build(&B::new(), &mut StdRng::seed_from_u64(0)).unwrap();
+    l.named_params()
         .into_iter()
         .map(|(n, p)| (n, p.shape()))
-        .collect();
+        .collect()
+}
+
+#[test]
+fn parameter_names_and_shapes() {
     let want = [
         ("mvproj.weight", (4, 12)),
         ("mvproj_norm.weight", (1, 4)),
@@ -458,30 +465,22 @@ fn parameter_names_and_shapes() {
     ];
     let want: Vec<(String, (usize, usize))> =
         want.iter().map(|(n, s)| (n.to_string(), *s)).collect();
-    assert_eq!(names, want);
+    assert_eq!(names_and_shapes(false), want);
 
-    let mut cfg = config(4, 3, Routing::Attention);
-    cfg.score_norm = true;
-    let l = cfg.build(&B::new(), &mut StdRng::seed_from_u64(0)).unwrap();
-    let names: Vec<(String, (usize, usize))> = l
-        .named_params()
-        .into_iter()
-        .map(|(n, p)| (n, p.shape()))
-        .collect();
+    // With score_norm, its two LayerNorms follow the supernode norm.
     let extra = [
         ("score_norm.nodes.weight", (1, 4)),
         ("score_norm.nodes.bias", (1, 4)),
         ("score_norm.supernodes.weight", (1, 4)),
         ("score_norm.supernodes.bias", (1, 4)),
     ];
-    // The score norms follow the supernode norm.
     let want: Vec<(String, (usize, usize))> = want[..3]
         .iter()
         .cloned()
         .chain(extra.iter().map(|(n, s)| (n.to_string(), *s)))
         .chain(want[3..].iter().cloned())
         .collect();
-    assert_eq!(names, want);
+    assert_eq!(names_and_shapes(true), want);
 }
 
 /// With `score_norm` (and `eps = 0`) the maps do not depend on the scale of
