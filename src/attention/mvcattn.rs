@@ -220,8 +220,10 @@ impl MvcAttnConfig {
 /// [`MvcAttnConfig::dropout`]) acts on `A_f` and `A_b`.
 ///
 /// Parameters: `mvproj.weight` (`h x (M·h)`, `W^V_m` is column block `m`),
-/// `mvproj_norm.{weight,bias}`, `fcattn.{q,k,v}.weight`,
-/// `bcattn.{q,k,v}.weight` (`h x d`, no biases).
+/// `mvproj_norm.{weight,bias}`, then, with [`MvcAttnConfig::score_norm`],
+/// `score_norm.nodes.{weight,bias}` and `score_norm.supernodes.{weight,bias}`,
+/// then `fcattn.{q,k,v}.weight`, `bcattn.{q,k,v}.weight` (`h x d`, no
+/// biases).
 ///
 /// ```
 /// use hdgcn::attention::{MvcAttnConfig, Routing};
