@@ -289,9 +289,9 @@ fn run(args: &Args) -> Result<()> {
         }
         // How far each map is from uniform: a transition whose A_b rows are
         // all 1/M gives every word the same vector (docs/hdgcn.md).
-        let m_inv = 1.0 / ab.ncols() as f64;
-        let ab_dev = ab.iter().fold(0.0_f64, |d, &p| d.max((p - m_inv).abs()));
         if af.ncols() > 1 && ab.ncols() > 1 {
+            let m_inv = 1.0 / ab.ncols() as f64;
+            let ab_dev = ab.iter().fold(0.0_f64, |d, &p| d.max((p - m_inv).abs()));
             println!(
                 "unit {k}: normalised row entropy (1 = uniform): A_f {:.4}, A_b {:.4}; \
                  largest |A_b - 1/M| {ab_dev:.2e}",
