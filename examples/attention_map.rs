@@ -185,6 +185,7 @@ fn run(args: &Args) -> Result<()> {
             optimizer: GraphOptimizer::AdaBelief,
             patience: None,
             clip_grad_norm: Some(5.0),
+            label_smoothing: 0.0,
             seed: args.seed,
             quiet: false,
         };

@@ -69,6 +69,10 @@ struct Args {
     /// L2 weight decay (first layer, as Kipf & Welling and PyG's gcn.py).
     #[arg(long, default_value_t = 5e-4)]
     weight_decay: f64,
+    /// Label smoothing of the training loss, in [0, 1] (PyTorch's
+    /// `CrossEntropyLoss(label_smoothing=...)`; default 0: none).
+    #[arg(long, default_value_t = 0.0)]
+    label_smoothing: f64,
     /// Dropout probability.
     #[arg(long, default_value_t = 0.5)]
     dropout: f64,
@@ -187,6 +191,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             lr: args.lr,
             lr_schedule: args.lr_schedule,
             weight_decay: args.weight_decay,
+            label_smoothing: args.label_smoothing,
             seed,
             quiet: args.quiet,
             ..NodeTrainConfig::default()
@@ -239,6 +244,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "patience": patience,
             "lr": args.lr,
             "lr_schedule": args.lr_schedule.to_string(),
+            "label_smoothing": args.label_smoothing,
             "test_acc_mean": tm,
             "test_acc_std": ts,
             "val_acc_mean": vm,

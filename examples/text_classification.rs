@@ -102,6 +102,10 @@ struct Args {
     /// Weight decay of the optimiser (decoupled for AdaBelief, L2 for Adam).
     #[arg(long, default_value_t = 0.0)]
     weight_decay: f64,
+    /// Label smoothing of the training loss, in [0, 1] (PyTorch's
+    /// `CrossEntropyLoss(label_smoothing=...)`; default 0: none).
+    #[arg(long, default_value_t = 0.0)]
+    label_smoothing: f64,
     /// Dropout probability.
     #[arg(long, default_value_t = 0.5)]
     dropout: f64,
@@ -272,6 +276,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             optimizer: args.optimizer,
             patience: Some(args.patience),
             clip_grad_norm: args.clip,
+            label_smoothing: args.label_smoothing,
             seed,
             quiet: args.quiet,
         };
@@ -334,6 +339,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "readout": flag_name(&args.readout),
             "lr": args.lr,
             "lr_schedule": args.lr_schedule.to_string(),
+            "label_smoothing": args.label_smoothing,
             "test_acc_mean": tm,
             "test_acc_std": ts,
             "val_acc_mean": vm,

@@ -370,6 +370,18 @@ fn gradcheck_losses() {
         )
         .unwrap(),
     );
+    let all = Index::new(&cpu, &[3, 0, 1, 1, 2, 3]).unwrap();
+    for eps in [0.0, 0.2, 1.0] {
+        assert_ok(
+            "nll_smoothed",
+            check_inputs(
+                std::slice::from_ref(&logits),
+                |_, v| v[0].log_softmax(Axis::Cols).nll_smoothed(&all, eps),
+                H,
+            )
+            .unwrap(),
+        );
+    }
     let y = Array2::from_shape_fn((6, 4), |_| if rng.random_bool(0.5) { 1.0 } else { 0.0 });
     assert_ok(
         "bce",
@@ -411,6 +423,44 @@ fn forward_values_match_hand_computation() {
         .unwrap()
         .to_array();
     assert_eq!(mx, ndarray::arr2(&[[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]));
+}
+
+#[test]
+fn label_smoothing_is_the_cross_entropy_against_the_smoothed_targets() {
+    let mut rng = StdRng::seed_from_u64(21);
+    let cpu = Cpu::<f64>::new();
+    let tape = hdgcn::autograd::Tape::new(&cpu);
+    let (rows, classes) = (5, 3);
+    let z = rand_mat(&mut rng, rows, classes);
+    let y = [2usize, 0, 1, 1, 2];
+    let targets = Index::new(&cpu, &y).unwrap();
+    let logp = tape.constant_array(&z).log_softmax(Axis::Cols);
+    for eps in [0.0, 0.1, 0.35, 1.0] {
+        // Independent: q = (1 - ε)·onehot + ε/C, loss = mean_r Σ_c -q_rc log softmax(z_r)_c.
+        let mut want = 0.0;
+        for r in 0..rows {
+            let lse = z.row(r).iter().map(|v| v.exp()).sum::<f64>().ln();
+            for c in 0..classes {
+                let q = eps / classes as f64 + if c == y[r] { 1.0 - eps } else { 0.0 };
+                want -= q * (z[[r, c]] - lse);
+            }
+        }
+        want /= rows as f64;
+        let got = logp.nll_smoothed(&targets, eps).unwrap().scalar().unwrap();
+        assert!((got - want).abs() < 1e-14, "ε = {eps}: {got} vs {want}");
+    }
+    let plain = logp.nll(&targets).unwrap().scalar().unwrap();
+    assert_eq!(
+        logp.nll_smoothed(&targets, 0.0).unwrap().scalar().unwrap(),
+        plain
+    );
+    for eps in [-1e-9, 1.0 + 1e-9, f64::NAN, f64::INFINITY] {
+        let err = logp.nll_smoothed(&targets, eps).unwrap_err();
+        assert!(
+            matches!(&err, hdgcn::Error::InvalidConfig(m) if m.contains("label_smoothing")),
+            "{eps}: {err:?}"
+        );
+    }
 }
 
 #[test]

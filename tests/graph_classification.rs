@@ -79,6 +79,7 @@ fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
         optimizer,
         patience: Some(15),
         clip_grad_norm: None,
+        label_smoothing: 0.0,
         seed: 1,
         quiet: true,
     }
@@ -347,6 +348,17 @@ fn inconsistent_models_and_samples_are_errors() {
         train_graph_classifier(&mut model, &good, &good, &good, &zero),
         Err(Error::InvalidConfig(_))
     ));
+    for eps in [-0.1, 1.5, f64::NAN] {
+        let bad = GraphTrainConfig {
+            label_smoothing: eps,
+            ..c.clone()
+        };
+        let err = train_graph_classifier(&mut model, &good, &good, &good, &bad).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidConfig(m) if m.contains("label_smoothing")),
+            "{eps}: {err:?}"
+        );
+    }
     // Token ids for a model without an embedding, at the model level.
     let t = Tape::inference(&cpu);
     let g = DeviceGraph::new(&cpu, undirected(2, &[(0, 1)]));

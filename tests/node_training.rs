@@ -208,6 +208,48 @@ fn the_learning_rate_follows_the_schedule_every_epoch() {
 }
 
 #[test]
+fn label_smoothing_bounds_the_training_loss_by_the_targets_entropy() {
+    let cpu = C::new();
+    let (_, x, _, _) = two_cliques(&mut StdRng::seed_from_u64(7));
+    let features = Features::Dense(Tape::new(&cpu).constant_array(&x));
+    let task = task(&cpu, features, &mut StdRng::seed_from_u64(7));
+    // Training loss of the last epoch (the model fits the six training
+    // nodes long before 300 epochs).
+    let final_loss = |eps: f64| {
+        let cfg = NodeTrainConfig {
+            epochs: 300,
+            label_smoothing: eps,
+            weight_decay: 0.0,
+            ..cfg()
+        };
+        train_node_classifier(&mut model(&cpu), &task, &cfg)
+            .unwrap()
+            .final_loss
+    };
+    // The cross-entropy against q = (1 - ε)·onehot + ε/C is at least the
+    // entropy H(q), reached only at p = q. Two classes, ε = 0.4: q = (0.8, 0.2).
+    let entropy = -(0.8f64 * 0.8f64.ln() + 0.2 * 0.2f64.ln());
+    let smoothed = final_loss(0.4);
+    assert!(
+        smoothed >= entropy - 1e-12,
+        "{smoothed} below H(q) = {entropy}"
+    );
+    assert!(
+        smoothed < entropy + 1e-3,
+        "{smoothed} not near H(q) = {entropy}"
+    );
+    // Without smoothing the same fit drives the loss towards 0.
+    let plain = final_loss(0.0);
+    assert!(plain < 1e-2, "plain cross-entropy: {plain}");
+    let bad = NodeTrainConfig {
+        label_smoothing: 1.5,
+        ..cfg()
+    };
+    let err = train_node_classifier(&mut model(&cpu), &task, &bad).unwrap_err();
+    assert!(err.to_string().contains("label_smoothing"), "{err}");
+}
+
+#[test]
 fn a_node_classifier_without_convolutions_is_an_error_not_a_panic() {
     let cpu = C::new();
     let (_, x, _, _) = two_cliques(&mut StdRng::seed_from_u64(6));

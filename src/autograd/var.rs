@@ -670,6 +670,45 @@ impl<B: Backend> Var<B> {
         ))
     }
 
+    /// Mean label-smoothed negative log-likelihood of `targets` under
+    /// log-probabilities `self` (rows = samples, `C` columns = classes): the
+    /// cross-entropy against the target distribution `(1 - ε)·onehot(y) + ε/C`,
+    /// as `torch.nn.CrossEntropyLoss(label_smoothing=ε)` computes it, that is
+    /// `(1 - ε)·nll + ε·mean_c(-log p_c)` averaged over the rows.
+    /// `epsilon = 0` is [`Var::nll`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] unless `0 ≤ epsilon ≤ 1`; the errors of
+    /// [`Var::nll`].
+    ///
+    /// # Examples
+    /// ```
+    /// use hdgcn::autograd::{Index, Tape};
+    /// use hdgcn::backend::{Axis, Cpu};
+    /// let cpu = Cpu::<f64>::new();
+    /// let tape = Tape::new(&cpu);
+    /// let logp = tape.constant_array(&ndarray::arr2(&[[0.0, 0.0]])).log_softmax(Axis::Cols);
+    /// let y = Index::new(&cpu, &[0])?;
+    /// // Uniform predictions cost ln 2 whatever the smoothing.
+    /// let loss = logp.nll_smoothed(&y, 0.1)?.scalar()?;
+    /// assert!((loss - 2f64.ln()).abs() < 1e-12);
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    pub fn nll_smoothed(&self, targets: &super::Index<B>, epsilon: f64) -> Result<Var<B>> {
+        if !(0.0..=1.0).contains(&epsilon) {
+            return Err(Error::InvalidConfig(format!(
+                "label_smoothing must lie in [0, 1], got {epsilon}"
+            )));
+        }
+        let nll = self.nll(targets)?;
+        if epsilon == 0.0 {
+            return Ok(nll);
+        }
+        // mean over all entries = mean over rows of the mean over classes.
+        nll.scale(1.0 - epsilon)
+            .add(&self.mean_all().scale(-epsilon))
+    }
+
     /// Cross-entropy of logits `self` over the rows in `mask`, against
     /// `targets` (one class per masked row): `log_softmax`, gather, NLL.
     pub fn cross_entropy_masked(

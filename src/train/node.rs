@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use crate::autograd::{Index, Tape};
-use crate::backend::Backend;
+use crate::backend::{Axis, Backend};
 use crate::conv::DeviceGraph;
 use crate::data::Split;
 use crate::error::{Error, Result};
@@ -44,6 +44,13 @@ pub struct NodeTrainConfig {
     /// Stop after this many epochs without a better validation accuracy
     /// (`None`: run all epochs).
     pub patience: Option<usize>,
+    /// Label smoothing `ε` of the training loss, in `[0, 1]`
+    /// ([`Var::nll_smoothed`], PyTorch's
+    /// `CrossEntropyLoss(label_smoothing=ε)`); 0 (the default): plain
+    /// cross-entropy. Evaluation reports the plain cross-entropy.
+    ///
+    /// [`Var::nll_smoothed`]: crate::autograd::Var::nll_smoothed
+    pub label_smoothing: f64,
     /// Seed of the dropout streams.
     pub seed: u64,
     /// Hide the progress bar.
@@ -59,6 +66,7 @@ impl Default for NodeTrainConfig {
             weight_decay: 5e-4,
             decay_first_layer_only: true,
             patience: None,
+            label_smoothing: 0.0,
             seed: 0,
             quiet: true,
         }
@@ -138,7 +146,7 @@ pub fn evaluate_nodes<B: Backend>(
 ///
 /// # Errors
 /// Before training: [`Error::InvalidConfig`] for zero epochs, an invalid
-/// learning rate or schedule, or a validation or test node without a label, [`Error::Empty`] for an empty
+/// learning rate or schedule, a label smoothing outside `[0, 1]`, or a validation or test node without a label, [`Error::Empty`] for an empty
 /// split, [`Error::NonFinite`] for a NaN or infinite dense feature. During
 /// training: [`Error::Numerical`] when the loss or the gradient norm stops
 /// being finite; the step that found it updates nothing.
@@ -150,6 +158,7 @@ pub fn train_node_classifier<B: Backend>(
     if cfg.epochs == 0 {
         return Err(Error::InvalidConfig("epochs must be at least 1".into()));
     }
+    super::check_label_smoothing(cfg.label_smoothing)?;
     let backend = task.graph.backend().clone();
     let train = &task.split.train;
     if train.is_empty() || task.split.val.is_empty() || task.split.test.is_empty() {
@@ -205,7 +214,10 @@ pub fn train_node_classifier<B: Backend>(
             cfg.seed.wrapping_mul(1_000_003).wrapping_add(epoch as u64),
         );
         let logits = model.forward(&tape, &task.graph, &task.features.on_tape(&tape))?;
-        let loss = logits.cross_entropy_masked(&train_idx, &train_y)?;
+        let loss = logits
+            .log_softmax(Axis::Cols)
+            .gather_rows(&train_idx)?
+            .nll_smoothed(&train_y, cfg.label_smoothing)?;
         // Checked before any update, so a diverged step leaves the
         // parameters (and the best snapshot) as they were.
         final_loss = loss.scalar()?;
