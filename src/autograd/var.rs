@@ -695,11 +695,7 @@ impl<B: Backend> Var<B> {
     /// # Ok::<(), hdgcn::Error>(())
     /// ```
     pub fn nll_smoothed(&self, targets: &super::Index<B>, epsilon: f64) -> Result<Var<B>> {
-        if !(0.0..=1.0).contains(&epsilon) {
-            return Err(Error::InvalidConfig(format!(
-                "label_smoothing must lie in [0, 1], got {epsilon}"
-            )));
-        }
+        check_label_smoothing(epsilon)?;
         let nll = self.nll(targets)?;
         if epsilon == 0.0 {
             return Ok(nll);
@@ -738,5 +734,18 @@ impl<B: Backend> Var<B> {
             v,
             &[self],
         ))
+    }
+}
+
+/// `Ok` for a label smoothing in `[0, 1]`, else an [`Error::InvalidConfig`]
+/// naming `label_smoothing` (shared by [`Var::nll_smoothed`] and the
+/// training loops, which check before any work is done).
+pub(crate) fn check_label_smoothing(epsilon: f64) -> Result<()> {
+    if (0.0..=1.0).contains(&epsilon) {
+        Ok(())
+    } else {
+        Err(Error::InvalidConfig(format!(
+            "label_smoothing must lie in [0, 1], got {epsilon}"
+        )))
     }
 }

@@ -472,7 +472,7 @@ pub fn train_graph_classifier<B: Backend>(
             )));
         }
     }
-    super::check_label_smoothing(cfg.label_smoothing)?;
+    crate::autograd::check_label_smoothing(cfg.label_smoothing)?;
     check_samples(model, train, "training")?;
     check_samples(model, val, "validation")?;
     check_samples(model, test, "test")?;

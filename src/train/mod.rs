@@ -25,18 +25,6 @@ pub fn argmax_rows<F: num_traits::Float>(a: &ndarray::Array2<F>) -> Vec<usize> {
         .collect()
 }
 
-/// Checks a training loop's label smoothing before any work is done (the
-/// loss checks it again at every step).
-fn check_label_smoothing(epsilon: f64) -> crate::Result<()> {
-    if (0.0..=1.0).contains(&epsilon) {
-        Ok(())
-    } else {
-        Err(crate::Error::InvalidConfig(format!(
-            "label_smoothing must lie in [0, 1], got {epsilon}"
-        )))
-    }
-}
-
 /// A progress bar on a terminal, hidden when stderr is not a TTY or when
 /// `quiet` is set.
 pub fn progress_bar(len: u64, quiet: bool) -> indicatif::ProgressBar {

@@ -158,7 +158,7 @@ pub fn train_node_classifier<B: Backend>(
     if cfg.epochs == 0 {
         return Err(Error::InvalidConfig("epochs must be at least 1".into()));
     }
-    super::check_label_smoothing(cfg.label_smoothing)?;
+    crate::autograd::check_label_smoothing(cfg.label_smoothing)?;
     let backend = task.graph.backend().clone();
     let train = &task.split.train;
     if train.is_empty() || task.split.val.is_empty() || task.split.test.is_empty() {
