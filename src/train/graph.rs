@@ -177,8 +177,9 @@ pub struct GraphTrainConfig {
     pub clip_grad_norm: Option<f64>,
     /// Label smoothing `ε` of the training loss ([`Var::nll_smoothed`],
     /// PyTorch's `CrossEntropyLoss(label_smoothing=ε)`), in `[0, 1]`;
-    /// 0 (the default): plain cross-entropy. The validation loss that breaks
-    /// ties in model selection stays the plain cross-entropy.
+    /// 0 (the default): plain cross-entropy. The reported training loss is
+    /// the smoothed one; the validation loss that breaks ties in model
+    /// selection stays the plain cross-entropy.
     ///
     /// [`Var::nll_smoothed`]: crate::autograd::Var::nll_smoothed
     pub label_smoothing: f64,

@@ -47,7 +47,8 @@ pub struct NodeTrainConfig {
     /// Label smoothing `ε` of the training loss, in `[0, 1]`
     /// ([`Var::nll_smoothed`], PyTorch's
     /// `CrossEntropyLoss(label_smoothing=ε)`); 0 (the default): plain
-    /// cross-entropy. Evaluation reports the plain cross-entropy.
+    /// cross-entropy. The reported training loss is the smoothed one;
+    /// evaluation reports the plain cross-entropy.
     ///
     /// [`Var::nll_smoothed`]: crate::autograd::Var::nll_smoothed
     pub label_smoothing: f64,
