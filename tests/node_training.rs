@@ -77,6 +77,13 @@ fn cfg() -> NodeTrainConfig {
     }
 }
 
+/// The two-clique task with its own features as dense input.
+fn dense_task(cpu: &C, seed: u64) -> NodeTask<C> {
+    let (_, x, _, _) = two_cliques(&mut StdRng::seed_from_u64(seed));
+    let features = Features::Dense(Tape::new(cpu).constant_array(&x));
+    task(cpu, features, &mut StdRng::seed_from_u64(seed))
+}
+
 fn values(m: &NodeClassifier<C>) -> Vec<Array2<f64>> {
     m.params().iter().map(|p| p.to_array()).collect()
 }
@@ -154,9 +161,7 @@ fn non_finite_dense_features_are_an_error_before_training() {
 #[test]
 fn a_diverging_run_stops_before_a_non_finite_update() {
     let cpu = C::new();
-    let (_, x, _, _) = two_cliques(&mut StdRng::seed_from_u64(4));
-    let features = Features::Dense(Tape::new(&cpu).constant_array(&x));
-    let t = task(&cpu, features, &mut StdRng::seed_from_u64(4));
+    let t = dense_task(&cpu, 4);
     let mut m = model(&cpu);
     // Adam moves every weight by about lr per step: after the first step the
     // logits overflow, and the run must stop before that reaches the weights.
@@ -172,9 +177,7 @@ fn a_diverging_run_stops_before_a_non_finite_update() {
 #[test]
 fn the_learning_rate_follows_the_schedule_every_epoch() {
     let cpu = C::new();
-    let (_, x, _, _) = two_cliques(&mut StdRng::seed_from_u64(3));
-    let features = Features::Dense(Tape::new(&cpu).constant_array(&x));
-    let task = task(&cpu, features, &mut StdRng::seed_from_u64(3));
+    let task = dense_task(&cpu, 3);
     let run = |cfg: &NodeTrainConfig| {
         let mut m = model(&cpu);
         let report = train_node_classifier(&mut m, &task, cfg).unwrap();
@@ -210,9 +213,7 @@ fn the_learning_rate_follows_the_schedule_every_epoch() {
 #[test]
 fn label_smoothing_bounds_the_training_loss_by_the_targets_entropy() {
     let cpu = C::new();
-    let (_, x, _, _) = two_cliques(&mut StdRng::seed_from_u64(7));
-    let features = Features::Dense(Tape::new(&cpu).constant_array(&x));
-    let task = task(&cpu, features, &mut StdRng::seed_from_u64(7));
+    let task = dense_task(&cpu, 7);
     // Training loss of the last epoch (the model fits the six training
     // nodes long before 300 epochs).
     let final_loss = |eps: f64| {
@@ -252,9 +253,7 @@ fn label_smoothing_bounds_the_training_loss_by_the_targets_entropy() {
 #[test]
 fn a_node_classifier_without_convolutions_is_an_error_not_a_panic() {
     let cpu = C::new();
-    let (_, x, _, _) = two_cliques(&mut StdRng::seed_from_u64(6));
-    let features = Features::Dense(Tape::new(&cpu).constant_array(&x));
-    let t = task(&cpu, features, &mut StdRng::seed_from_u64(6));
+    let t = dense_task(&cpu, 6);
     let mut m = model(&cpu);
     m.convs.clear();
     let err = train_node_classifier(&mut m, &t, &cfg()).unwrap_err();
