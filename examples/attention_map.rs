@@ -186,6 +186,7 @@ fn run(args: &Args) -> Result<()> {
             patience: None,
             clip_grad_norm: Some(5.0),
             label_smoothing: 0.0,
+            node_dropout: 0.0,
             seed: args.seed,
             quiet: false,
         };

@@ -109,6 +109,11 @@ struct Args {
     /// Dropout probability.
     #[arg(long, default_value_t = 0.5)]
     dropout: f64,
+    /// Node dropout of the training documents, in [0, 1): each epoch every
+    /// word node of a training graph is dropped with this probability, with
+    /// its edges (`GraphTrainConfig::node_dropout`; default 0: off).
+    #[arg(long, default_value_t = 0.0)]
+    node_dropout: f64,
     /// Minimum count of a word in the training documents to enter the vocabulary.
     #[arg(long, default_value_t = 1)]
     min_count: usize,
@@ -277,6 +282,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             patience: Some(args.patience),
             clip_grad_norm: args.clip,
             label_smoothing: args.label_smoothing,
+            node_dropout: args.node_dropout,
             seed,
             quiet: args.quiet,
         };
@@ -340,6 +346,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "lr": args.lr,
             "lr_schedule": args.lr_schedule.to_string(),
             "label_smoothing": args.label_smoothing,
+            "node_dropout": args.node_dropout,
             "test_acc_mean": tm,
             "test_acc_std": ts,
             "val_acc_mean": vm,

@@ -80,6 +80,7 @@ fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
         patience: Some(15),
         clip_grad_norm: None,
         label_smoothing: 0.0,
+        node_dropout: 0.0,
         seed: 1,
         quiet: true,
     }
@@ -526,4 +527,110 @@ fn a_graph_classifier_without_convolutions_is_an_error_not_a_panic() {
         err.to_string().contains("at least one convolution"),
         "{err}"
     );
+}
+
+#[test]
+fn node_dropout_keeps_an_induced_subgraph_of_each_graph() {
+    // A path whose token ids are the node ids, so a dropped graph says
+    // which nodes it kept.
+    let n = 2000;
+    let edges: Vec<(usize, usize)> = (1..n).map(|i| (i - 1, i)).collect();
+    let path = GraphSample::new(
+        undirected(n, &edges),
+        GraphFeatures::Tokens((0..n).collect()),
+        1,
+    )
+    .unwrap();
+    let mut rng = StdRng::seed_from_u64(3);
+    assert_eq!(path.drop_nodes(0.0, &mut rng).unwrap(), path);
+    let dropped = path.drop_nodes(0.3, &mut rng).unwrap();
+    let GraphFeatures::Tokens(kept) = &dropped.features else {
+        panic!("tokens stay tokens")
+    };
+    // Binomial(2000, 0.7): mean 1400, std 20.5.
+    assert!((1300..=1500).contains(&kept.len()), "{} kept", kept.len());
+    assert!(kept.windows(2).all(|w| w[0] < w[1]), "order kept");
+    assert_eq!(dropped.label, 1);
+    // Exactly the path edges between kept consecutive nodes survive.
+    let want: Vec<(usize, usize)> = kept
+        .windows(2)
+        .filter(|w| w[1] == w[0] + 1)
+        .flat_map(|w| [(w[0], w[1]), (w[1], w[0])])
+        .collect();
+    let mut got: Vec<(usize, usize)> = dropped
+        .graph
+        .adjacency()
+        .iter()
+        .map(|(_, (s, d))| (kept[s], kept[d]))
+        .collect();
+    let mut want = want;
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want);
+
+    // Dense features follow their nodes; a graph never loses every node.
+    let x = Array2::from_shape_fn((3, 2), |(i, j)| (10 * i + j) as f32);
+    let tiny = GraphSample::new(
+        undirected(3, &[(0, 1), (1, 2)]),
+        GraphFeatures::Dense(x.clone()),
+        0,
+    )
+    .unwrap();
+    for _ in 0..50 {
+        let d = tiny.drop_nodes(0.99, &mut rng).unwrap();
+        assert!(d.graph.num_nodes() >= 1);
+        let GraphFeatures::Dense(rows) = &d.features else {
+            panic!("dense stays dense")
+        };
+        for r in rows.rows() {
+            let i = (r[0] / 10.0) as usize;
+            assert_eq!(r, x.row(i));
+        }
+    }
+    for bad in [1.0, -0.1, f64::NAN] {
+        assert!(matches!(
+            path.drop_nodes(bad, &mut rng),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
+}
+
+#[test]
+fn node_dropout_in_training_repeats_and_changes_the_run() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let data = documents(&mut rng, 200);
+    let (train, rest) = data.split_at(120);
+    let (val, test) = rest.split_at(40);
+    let cpu = Cpu::<f32>::new();
+    let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
+    let run = |node_dropout: f64| {
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut model = GraphClassifier::gcn(&cpu, spec, 16, 1, 2, 0.2, &mut rng).unwrap();
+        let c = GraphTrainConfig {
+            node_dropout,
+            patience: None,
+            ..cfg(15, GraphOptimizer::AdaBelief)
+        };
+        train_graph_classifier(&mut model, train, val, test, &c)
+    };
+    let a = run(0.3).unwrap();
+    let b = run(0.3).unwrap();
+    let off = run(0.0).unwrap();
+    let losses = |r: &hdgcn::train::GraphTrainReport| -> Vec<f64> {
+        r.history.iter().map(|h| h.train_loss).collect()
+    };
+    assert_eq!(losses(&a), losses(&b), "same seed, same run");
+    assert_ne!(
+        losses(&a),
+        losses(&off),
+        "node dropout changes the training graphs"
+    );
+    // Evaluation never drops nodes: the selected model is still a good classifier.
+    assert!(a.val_acc >= 0.85, "{a:?}");
+    for bad in [1.0, 2.0, -0.5, f64::NAN] {
+        match run(bad) {
+            Err(Error::InvalidConfig(m)) => assert!(m.contains("node dropout"), "{m}"),
+            other => panic!("node_dropout {bad}: expected InvalidConfig, got {other:?}"),
+        }
+    }
 }

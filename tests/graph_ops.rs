@@ -524,3 +524,50 @@ proptest! {
         }
     }
 }
+
+/// A random subset of `0..n` of size `1..=n`, in random order.
+fn arb_dense_and_subset() -> impl Strategy<Value = (Array2<f64>, Vec<usize>)> {
+    (1usize..12).prop_flat_map(|n| {
+        (
+            proptest::collection::vec(prop_oneof![Just(0.0), -3.0f64..3.0], n * n)
+                .prop_map(move |v| Array2::from_shape_vec((n, n), v).unwrap()),
+            Just((0..n).collect::<Vec<usize>>()).prop_shuffle(),
+            1..=n,
+        )
+            .prop_map(|(a, order, k)| (a, order[..k].to_vec()))
+    })
+}
+
+proptest! {
+    #[test]
+    fn subgraph_is_the_induced_submatrix((a, nodes) in arb_dense_and_subset()) {
+        // Dense reference: S[i][j] = A[nodes[i]][nodes[j]], the pattern included.
+        let g = Graph::from_dense(a.view()).unwrap();
+        let sub = g.subgraph(&nodes).unwrap();
+        prop_assert_eq!(sub.num_nodes(), nodes.len());
+        let want = Array2::from_shape_fn((nodes.len(), nodes.len()), |(i, j)| a[[nodes[i], nodes[j]]]);
+        prop_assert_eq!(sub.adjacency().to_dense(), want.clone());
+        let stored = want.iter().filter(|&&w| w != 0.0).count();
+        prop_assert_eq!(sub.num_edges(), stored);
+    }
+}
+
+#[test]
+fn subgraph_rejects_empty_out_of_range_and_repeated_nodes() {
+    let g = hand_graph();
+    // Hand-computed: keeping 2 then 0 leaves 0->2 (1) as 1->0 and the loop 2->2 (4) as 0->0.
+    let sub = g.subgraph(&[2, 0]).unwrap();
+    assert_eq!(sub.adjacency().to_dense(), array![[4.0, 0.0], [1.0, 0.0]]);
+    assert!(matches!(g.subgraph(&[]), Err(Error::Empty(_))));
+    assert!(matches!(
+        g.subgraph(&[0, 7]),
+        Err(Error::NodeOutOfRange {
+            index: 7,
+            num_nodes: 3
+        })
+    ));
+    match g.subgraph(&[2, 0, 2]) {
+        Err(Error::InvalidConfig(m)) => assert!(m.contains("node 2 twice"), "{m}"),
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+}

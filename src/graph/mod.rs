@@ -228,6 +228,60 @@ impl Graph {
         }
     }
 
+    /// The subgraph induced by `nodes`, relabelled in the order given: node
+    /// `i` of the result is node `nodes[i]` of `self`, and every edge between
+    /// two kept nodes is kept with its weight (PyG's
+    /// `subgraph(subset, edge_index, relabel_nodes=True)`).
+    ///
+    /// ```
+    /// use hdgcn::graph::Graph;
+    ///
+    /// // The path 0 - 1 - 2 - 3; keep 3, 2 and 0.
+    /// let path = Graph::from_edges(4, &[(0, 1), (1, 0), (1, 2), (2, 1), (2, 3), (3, 2)])?;
+    /// let sub = path.subgraph(&[3, 2, 0])?;
+    /// assert_eq!(sub.num_nodes(), 3);
+    /// // Only the edge 3 - 2 survives, as 0 - 1 in the new labels.
+    /// let edges: Vec<_> = sub.adjacency().iter().map(|(_, e)| e).collect();
+    /// assert_eq!(edges, [(0, 1), (1, 0)]);
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Empty`] if `nodes` is empty; [`Error::NodeOutOfRange`] for a
+    /// node `>= num_nodes()`; [`Error::InvalidConfig`] for a node listed twice.
+    pub fn subgraph(&self, nodes: &[usize]) -> Result<Graph> {
+        if nodes.is_empty() {
+            return Err(Error::Empty("subgraph on 0 nodes".into()));
+        }
+        let mut new_id = vec![usize::MAX; self.num_nodes];
+        for (i, &v) in nodes.iter().enumerate() {
+            let slot = new_id.get_mut(v).ok_or(Error::NodeOutOfRange {
+                index: v,
+                num_nodes: self.num_nodes,
+            })?;
+            if *slot != usize::MAX {
+                return Err(Error::InvalidConfig(format!(
+                    "subgraph lists node {v} twice (positions {} and {i})",
+                    *slot
+                )));
+            }
+            *slot = i;
+        }
+        let mut triplets = Vec::new();
+        for (i, &v) in nodes.iter().enumerate() {
+            let row = self.adjacency.outer_view(v).expect("v < num_nodes");
+            for (d, &w) in row.iter() {
+                if new_id[d] != usize::MAX {
+                    triplets.push((i, new_id[d], w));
+                }
+            }
+        }
+        Ok(Graph {
+            num_nodes: nodes.len(),
+            adjacency: csr_from_triplets(nodes.len(), nodes.len(), triplets),
+        })
+    }
+
     /// Number of nodes.
     pub fn num_nodes(&self) -> usize {
         self.num_nodes

@@ -86,6 +86,57 @@ impl GraphSample {
         Ok(s)
     }
 
+    /// The sample restricted to `nodes` ([`Graph::subgraph`]): node `i` of
+    /// the result is node `nodes[i]`, with its token id or feature row; the
+    /// label is kept.
+    ///
+    /// # Errors
+    /// As [`Graph::subgraph`]: an empty, out-of-range or repeated node list.
+    pub fn subgraph(&self, nodes: &[usize]) -> Result<GraphSample> {
+        let graph = self.graph.subgraph(nodes)?;
+        let features = match &self.features {
+            GraphFeatures::Tokens(t) => {
+                GraphFeatures::Tokens(nodes.iter().map(|&v| t[v]).collect())
+            }
+            GraphFeatures::Dense(x) => GraphFeatures::Dense(x.select(ndarray::Axis(0), nodes)),
+        };
+        GraphSample::new(graph, features, self.label)
+    }
+
+    /// Node dropout (DropNode; PyG's `dropout_node`): keeps each node
+    /// independently with probability `1 - p` and returns the subgraph they
+    /// induce, so a dropped node takes its edges with it. A graph must keep
+    /// a node, so when every node is dropped one node, drawn uniformly,
+    /// stays. `p = 0` returns the sample unchanged without drawing.
+    ///
+    /// ```
+    /// use hdgcn::graph::Graph;
+    /// use hdgcn::train::{GraphFeatures, GraphSample};
+    /// use rand::SeedableRng;
+    ///
+    /// let path = Graph::from_edges(3, &[(0, 1), (1, 0), (1, 2), (2, 1)])?;
+    /// let doc = GraphSample::new(path, GraphFeatures::Tokens(vec![7, 8, 9]), 0)?;
+    /// let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    /// let dropped = doc.drop_nodes(0.5, &mut rng)?;
+    /// assert!((1..=3).contains(&dropped.graph.num_nodes()));
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] unless `0 <= p < 1`.
+    pub fn drop_nodes<R: rand::Rng + ?Sized>(&self, p: f64, rng: &mut R) -> Result<GraphSample> {
+        check_node_dropout(p)?;
+        if p == 0.0 {
+            return Ok(self.clone());
+        }
+        let n = self.graph.num_nodes();
+        let mut keep: Vec<usize> = (0..n).filter(|_| !rng.random_bool(p)).collect();
+        if keep.is_empty() {
+            keep.push(rng.random_range(0..n));
+        }
+        self.subgraph(&keep)
+    }
+
     fn check_shape(&self) -> Result<()> {
         let n = self.graph.num_nodes();
         if n == 0 {
@@ -99,6 +150,16 @@ impl GraphSample {
             ));
         }
         Ok(())
+    }
+}
+
+fn check_node_dropout(p: f64) -> Result<()> {
+    if (0.0..1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(Error::InvalidConfig(format!(
+            "node dropout must be in [0, 1), got {p}"
+        )))
     }
 }
 
@@ -183,6 +244,12 @@ pub struct GraphTrainConfig {
     ///
     /// [`Var::nll_smoothed`]: crate::autograd::Var::nll_smoothed
     pub label_smoothing: f64,
+    /// Node dropout of the training graphs, in `[0, 1)`: every epoch each
+    /// training graph is replaced by [`GraphSample::drop_nodes`] with this
+    /// probability (a fresh draw per graph and epoch, from its own seeded
+    /// stream, so shuffling and dropout masks do not change with it).
+    /// Validation and test graphs are never dropped. 0 (the default): off.
+    pub node_dropout: f64,
     /// Seed of the shuffling and of the dropout streams.
     pub seed: u64,
     /// Hide the progress bar.
@@ -201,6 +268,7 @@ impl Default for GraphTrainConfig {
             patience: Some(20),
             clip_grad_norm: None,
             label_smoothing: 0.0,
+            node_dropout: 0.0,
             seed: 0,
             quiet: true,
         }
@@ -449,7 +517,7 @@ pub fn evaluate_graphs<B: Backend>(
 ///
 /// # Errors
 /// [`Error::InvalidConfig`] for zero epochs or batch size, a label
-/// smoothing outside `[0, 1]`, or an invalid optimiser setting or
+/// smoothing outside `[0, 1]`, a node dropout outside `[0, 1)`, or an invalid optimiser setting or
 /// learning-rate schedule; [`Error::Empty`] for an empty set; errors naming the
 /// set and sample for samples that do not suit the model;
 /// [`Error::Numerical`] if the loss becomes non-finite.
@@ -474,6 +542,7 @@ pub fn train_graph_classifier<B: Backend>(
         }
     }
     crate::autograd::check_label_smoothing(cfg.label_smoothing)?;
+    check_node_dropout(cfg.node_dropout)?;
     check_samples(model, train, "training")?;
     check_samples(model, val, "validation")?;
     check_samples(model, test, "test")?;
@@ -495,6 +564,8 @@ pub fn train_graph_classifier<B: Backend>(
     let schedule = cfg.lr_schedule.schedule(cfg.lr, cfg.epochs)?;
     let val_batches = prepare_all(&backend, val, cfg.batch_size)?;
     let mut rng = StdRng::seed_from_u64(cfg.seed);
+    // Node dropout draws from its own stream: the shuffling stays as without it.
+    let mut drop_rng = StdRng::seed_from_u64(cfg.seed ^ 0x646f_6e6f_6465);
     let mut order: Vec<usize> = (0..train.len()).collect();
     let params = model.params();
 
@@ -518,8 +589,16 @@ pub fn train_graph_classifier<B: Backend>(
         order.shuffle(&mut rng);
         let (mut loss_sum, mut norm_sum, mut steps) = (0.0, 0.0, 0usize);
         for chunk in order.chunks(cfg.batch_size) {
-            let samples: Vec<&GraphSample> = chunk.iter().map(|&i| &train[i]).collect();
-            let b = prepare(&backend, &samples)?;
+            let b = if cfg.node_dropout > 0.0 {
+                let dropped = chunk
+                    .iter()
+                    .map(|&i| train[i].drop_nodes(cfg.node_dropout, &mut drop_rng))
+                    .collect::<Result<Vec<_>>>()?;
+                prepare(&backend, &dropped.iter().collect::<Vec<_>>())?
+            } else {
+                let samples: Vec<&GraphSample> = chunk.iter().map(|&i| &train[i]).collect();
+                prepare(&backend, &samples)?
+            };
             // The tape ends with this block, before the optimiser step, so
             // the step updates the parameters in place (no copy-on-write).
             let (value, mut grads) = {
