@@ -69,6 +69,14 @@ fn documents(rng: &mut StdRng, count: usize) -> Vec<GraphSample> {
         .collect()
 }
 
+/// 200 [`documents`]: 120 for training, 40 for validation, 40 for test.
+fn document_sets(rng: &mut StdRng) -> (Vec<GraphSample>, Vec<GraphSample>, Vec<GraphSample>) {
+    let mut data = documents(rng, 200);
+    let test = data.split_off(160);
+    let val = data.split_off(120);
+    (data, val, test)
+}
+
 fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
     GraphTrainConfig {
         epochs,
@@ -113,9 +121,7 @@ fn learns_cycles_versus_stars() {
 #[test]
 fn learns_text_like_documents_with_embeddings_and_adabelief() {
     let mut rng = StdRng::seed_from_u64(11);
-    let data = documents(&mut rng, 200);
-    let (train, rest) = data.split_at(120);
-    let (val, test) = rest.split_at(40);
+    let (train, val, test) = &document_sets(&mut rng);
     let cpu = Cpu::<f32>::new();
     let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
     let mut model = GraphClassifier::gcn(&cpu, spec, 16, 1, 2, 0.2, &mut rng).unwrap();
@@ -598,9 +604,7 @@ fn node_dropout_keeps_an_induced_subgraph_of_each_graph() {
 #[test]
 fn node_dropout_in_training_repeats_and_changes_the_run() {
     let mut rng = StdRng::seed_from_u64(11);
-    let data = documents(&mut rng, 200);
-    let (train, rest) = data.split_at(120);
-    let (val, test) = rest.split_at(40);
+    let (train, val, test) = &document_sets(&mut rng);
     let cpu = Cpu::<f32>::new();
     let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
     let run = |node_dropout: f64| {
