@@ -245,10 +245,11 @@ pub struct GraphTrainConfig {
     /// [`Var::nll_smoothed`]: crate::autograd::Var::nll_smoothed
     pub label_smoothing: f64,
     /// Node dropout of the training graphs, in `[0, 1)`: every epoch each
-    /// training graph is replaced by [`GraphSample::drop_nodes`] with this
-    /// probability (a fresh draw per graph and epoch, from its own seeded
-    /// stream, so shuffling and dropout masks do not change with it).
-    /// Validation and test graphs are never dropped. 0 (the default): off.
+    /// training graph is replaced by `drop_nodes(node_dropout, ..)`
+    /// ([`GraphSample::drop_nodes`]), a fresh draw per graph and epoch from
+    /// its own seeded stream, so the shuffling and the dropout masks are
+    /// the same as without it. Validation and test graphs are never
+    /// dropped. 0 (the default): off.
     pub node_dropout: f64,
     /// Seed of the shuffling and of the dropout streams.
     pub seed: u64,
@@ -517,9 +518,10 @@ pub fn evaluate_graphs<B: Backend>(
 ///
 /// # Errors
 /// [`Error::InvalidConfig`] for zero epochs or batch size, a label
-/// smoothing outside `[0, 1]`, a node dropout outside `[0, 1)`, or an invalid optimiser setting or
-/// learning-rate schedule; [`Error::Empty`] for an empty set; errors naming the
-/// set and sample for samples that do not suit the model;
+/// smoothing outside `[0, 1]`, a node dropout outside `[0, 1)`, or an
+/// invalid optimiser setting or learning-rate schedule; [`Error::Empty`]
+/// for an empty set; errors naming the set and sample for samples that do
+/// not suit the model;
 /// [`Error::Numerical`] if the loss becomes non-finite.
 pub fn train_graph_classifier<B: Backend>(
     model: &mut GraphClassifier<B>,
