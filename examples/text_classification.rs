@@ -26,7 +26,7 @@ use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
 use hdgcn::data::data_root;
 use hdgcn::data::text::{TextCorpus, Vocab, doc_graph, load_glove, text_gcn_dir, validation_split};
 use hdgcn::models::{GraphClassifier, InputLayer};
-use hdgcn::nn::{Activation, Embedding, Linear};
+use hdgcn::nn::{Activation, Embedding, Linear, PositionalEncoding};
 use hdgcn::optim::LrScheduleKind;
 use hdgcn::readout::{
     AttentionPooling, GatedReadout, MaxReadout, MeanMaxReadout, MeanReadout, Readout, SumReadout,
@@ -114,6 +114,12 @@ struct Args {
     /// its edges (`GraphTrainConfig::node_dropout`; default 0: off).
     #[arg(long, default_value_t = 0.0)]
     node_dropout: f64,
+    /// Adds sinusoidal position encodings of this amplitude to the word
+    /// vectors: each node's position is the order in which its word first
+    /// occurs in the document (`nn::PositionalEncoding`, PyG's frequencies;
+    /// default: none).
+    #[arg(long)]
+    position_encoding: Option<f64>,
     /// Minimum count of a word in the training documents to enter the vocabulary.
     #[arg(long, default_value_t = 1)]
     min_count: usize,
@@ -227,6 +233,10 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         Some((table, _)) => table.ncols(),
         None => args.embed_dim.unwrap_or(args.hidden),
     };
+    let position_encoding = args
+        .position_encoding
+        .map(|scale| PositionalEncoding::new(embed_dim)?.with_scale(scale))
+        .transpose()?;
     let (mut acc, mut epochs) = (Accuracies::default(), Vec::new());
     for r in 0..args.runs {
         let seed = args.seed + r as u64;
@@ -272,6 +282,9 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             args.dropout,
             Activation::Relu,
         )?;
+        if let Some(pe) = position_encoding {
+            model = model.with_position_encoding(pe)?;
+        }
         let cfg = GraphTrainConfig {
             epochs: args.epochs,
             batch_size: args.batch_size,
@@ -347,6 +360,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "lr_schedule": args.lr_schedule.to_string(),
             "label_smoothing": args.label_smoothing,
             "node_dropout": args.node_dropout,
+            "position_encoding": args.position_encoding,
             "test_acc_mean": tm,
             "test_acc_std": ts,
             "val_acc_mean": vm,

@@ -9,7 +9,7 @@ use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{DeviceGraph, GcnConv, GraphConv};
 use hdgcn::graph::{Batch, Graph};
 use hdgcn::models::{GraphClassifier, GraphInput, InputLayer, InputSpec};
-use hdgcn::nn::{Activation, Features, Linear, Module};
+use hdgcn::nn::{Activation, Features, Linear, Module, PositionalEncoding};
 use hdgcn::optim::LrScheduleKind;
 use hdgcn::readout::{AttentionPooling, MeanMaxReadout};
 use hdgcn::train::{
@@ -636,4 +636,103 @@ fn node_dropout_in_training_repeats_and_changes_the_run() {
             other => panic!("node_dropout {bad}: expected InvalidConfig, got {other:?}"),
         }
     }
+}
+
+#[test]
+fn position_encoding_adds_each_nodes_index_in_its_graph_and_gradients_check() {
+    let cpu = Cpu::<f64>::new();
+    let mut rng = StdRng::seed_from_u64(29);
+    let mut model = GraphClassifier::new(
+        None,
+        vec![Box::new(GcnConv::new(&cpu, 4, 3, &mut rng).unwrap())],
+        Box::new(AttentionPooling::linear(&cpu, 3, None, &mut rng).unwrap()),
+        Linear::new(&cpu, 3, 2, true, &mut rng).unwrap(),
+        0.0,
+        Activation::Tanh,
+    )
+    .unwrap();
+    let pe = PositionalEncoding::new(4).unwrap().with_scale(0.7).unwrap();
+    // A wrong width is refused.
+    let wrong = PositionalEncoding::new(6).unwrap();
+    let err = model.with_position_encoding(wrong);
+    assert!(
+        matches!(err, Err(Error::InvalidConfig(ref m)) if m.contains("6 wide")),
+        "{err:?}"
+    );
+    model = GraphClassifier::new(
+        None,
+        vec![Box::new(GcnConv::new(&cpu, 4, 3, &mut rng).unwrap())],
+        Box::new(AttentionPooling::linear(&cpu, 3, None, &mut rng).unwrap()),
+        Linear::new(&cpu, 3, 2, true, &mut rng).unwrap(),
+        0.0,
+        Activation::Tanh,
+    )
+    .unwrap()
+    .with_position_encoding(pe)
+    .unwrap();
+    let graphs = [
+        undirected(2, &[(0, 1)]),
+        Graph::from_edges(1, &[]).unwrap(),
+        undirected(3, &[(0, 1), (1, 2)]),
+    ];
+    let batch = DeviceGraph::from_batch(&cpu, &Batch::new(&graphs).unwrap()).unwrap();
+    let x = Array2::from_shape_fn((6, 4), |_| rng.random_range(-1.0..1.0));
+    let t = Tape::inference(&cpu);
+    let feed = |x: &Array2<f64>| GraphInput::Features(Features::Dense(t.constant(x.clone())));
+    let with_pe = model.forward(&t, &batch, &feed(&x)).unwrap().to_array();
+    // Each graph alone gives its row of the batch: positions restart at 0.
+    let mut off = 0;
+    for (g, graph) in graphs.iter().enumerate() {
+        let n = graph.num_nodes();
+        let one = DeviceGraph::new(&cpu, graph.clone());
+        let xi = x.slice(ndarray::s![off..off + n, ..]).to_owned();
+        let row = model.forward(&t, &one, &feed(&xi)).unwrap().to_array();
+        for (a, b) in row.row(0).iter().zip(with_pe.row(g)) {
+            assert!((a - b).abs() < 1e-12, "graph {g}: {a} vs {b}");
+        }
+        off += n;
+    }
+    // Gradients flow through the sum into every parameter.
+    let targets = Index::new(&cpu, &[1, 0, 1]).unwrap();
+    let rep = check_params(
+        &model.named_params(),
+        |t| {
+            let input = GraphInput::Features(Features::Dense(t.constant(x.clone())));
+            model
+                .forward(t, &batch, &input)?
+                .log_softmax(Axis::Cols)
+                .nll(&targets)
+        },
+        1e-6,
+    )
+    .unwrap();
+    assert!(rep.max_error < 1e-6, "{rep:?}");
+    // The same model without the encoding, fed x + PE(0, 1 | 0 | 0, 1, 2).
+    model.position_encoding = None;
+    let shifted = &x + &pe.encode::<f64>(&[0.0, 1.0, 0.0, 0.0, 1.0, 2.0]).unwrap();
+    let by_hand = model
+        .forward(&t, &batch, &feed(&shifted))
+        .unwrap()
+        .to_array();
+    let plain = model.forward(&t, &batch, &feed(&x)).unwrap().to_array();
+    for ((a, b), c) in with_pe.iter().zip(&by_hand).zip(&plain) {
+        assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+        assert!(
+            (a - c).abs() > 1e-6,
+            "the encoding changed nothing: {a} vs {c}"
+        );
+    }
+    // Sparse features cannot take the encoding.
+    model.position_encoding = Some(pe);
+    let sparse = hdgcn::autograd::SparseMatrix::from_csmat(
+        &cpu,
+        &sprs::CsMat::csr_from_dense(x.view(), 0.0),
+    )
+    .unwrap();
+    let err = model.forward(&t, &batch, &GraphInput::Features(Features::Sparse(sparse)));
+    assert!(
+        matches!(err, Err(Error::InvalidConfig(ref m)) if m.contains("dense")),
+        "{:?}",
+        err.err()
+    );
 }

@@ -4,7 +4,9 @@
 use hdgcn::autograd::gradcheck::check_params;
 use hdgcn::autograd::{Index, Param, Tape};
 use hdgcn::backend::{Backend, Cpu};
-use hdgcn::nn::{Activation, Dropout, Embedding, Features, LayerNorm, Linear, Mlp, Module};
+use hdgcn::nn::{
+    Activation, Dropout, Embedding, Features, LayerNorm, Linear, Mlp, Module, PositionalEncoding,
+};
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
@@ -330,4 +332,104 @@ fn an_emptied_mlp_is_an_error_not_a_panic() {
     let x = Features::Dense(t.constant(Array2::zeros((2, 3))));
     let err = mlp.forward(&t, &x).unwrap_err();
     assert!(matches!(err, hdgcn::Error::InvalidConfig(_)), "{err:?}");
+}
+
+#[test]
+fn positional_encoding_matches_hand_values_and_pyg_frequencies() {
+    // Width 6: three frequencies 1e-4^(i/2) = 1, 1e-2, 1e-4 (torch.logspace(0, 1, 3, 1e-4)).
+    let pe = PositionalEncoding::new(6).unwrap();
+    let f = pe.frequencies();
+    assert_eq!(f.len(), 3);
+    for (a, b) in f.iter().zip([1.0, 1e-2, 1e-4]) {
+        assert!((a - b).abs() < 1e-17, "{f:?}");
+    }
+    // Position 3 at granularity 2 is x = 1.5; amplitude 0.5. Values from
+    // Python's math.sin / math.cos.
+    let pe = pe.with_granularity(2.0).unwrap().with_scale(0.5).unwrap();
+    let e = pe.encode::<f64>(&[0.0, 3.0]).unwrap();
+    assert_eq!(e.dim(), (2, 6));
+    assert_eq!(e.row(0).to_vec(), vec![0.0, 0.0, 0.0, 0.5, 0.5, 0.5]);
+    let want = [
+        0.4987474933020272,
+        0.007499718753164045,
+        7.499999971875e-05,
+        0.03536860083385145,
+        0.4999437510546796,
+        0.49999999437500003,
+    ];
+    for (j, (a, b)) in e.row(1).iter().zip(want).enumerate() {
+        assert!((a - b).abs() < 1e-16, "column {j}: {a} vs {b}");
+    }
+    // Width 2 has the one frequency 1.
+    let two = PositionalEncoding::new(2)
+        .unwrap()
+        .encode::<f64>(&[1.0])
+        .unwrap();
+    assert_eq!(two.row(0).to_vec(), vec![1f64.sin(), 1f64.cos()]);
+    // f32 output is the f64 value rounded.
+    let e32 = pe.encode::<f32>(&[3.0]).unwrap();
+    for (a, b) in e32.row(0).iter().zip(e.row(1)) {
+        assert_eq!(*a, *b as f32);
+    }
+}
+
+#[test]
+fn positional_encoding_of_node_indices_restarts_in_every_graph() {
+    let pe = PositionalEncoding::new(8)
+        .unwrap()
+        .with_base_freq(1e-3)
+        .unwrap();
+    // Graphs of 2, 0 and 3 nodes.
+    let by_graph = pe.encode_node_indices::<f64>(&[0, 2, 2, 5]).unwrap();
+    let direct = pe.encode::<f64>(&[0.0, 1.0, 0.0, 1.0, 2.0]).unwrap();
+    assert_eq!(by_graph, direct);
+    // Each frequency's sine and cosine lie on the circle of radius scale.
+    let pe = pe.with_scale(0.25).unwrap();
+    let e = pe.encode::<f64>(&[0.0, 7.0, 123.5, 1e6]).unwrap();
+    for row in e.rows() {
+        for i in 0..4 {
+            let r2 = row[i] * row[i] + row[4 + i] * row[4 + i];
+            assert!((r2 - 0.0625).abs() < 1e-15, "{r2}");
+        }
+    }
+}
+
+#[test]
+fn positional_encoding_rejects_bad_settings_and_positions() {
+    for w in [0, 3, 7] {
+        assert!(
+            matches!(PositionalEncoding::new(w), Err(hdgcn::Error::InvalidConfig(m)) if m.contains(&w.to_string()))
+        );
+    }
+    let pe = PositionalEncoding::new(4).unwrap();
+    for b in [0.0, -1e-4, 1.5, f64::NAN] {
+        assert!(
+            matches!(pe.with_base_freq(b), Err(hdgcn::Error::InvalidConfig(_))),
+            "{b}"
+        );
+    }
+    for g in [0.0, -1.0, f64::INFINITY, f64::NAN] {
+        assert!(
+            matches!(pe.with_granularity(g), Err(hdgcn::Error::InvalidConfig(_))),
+            "{g}"
+        );
+        assert!(
+            matches!(pe.with_scale(g), Err(hdgcn::Error::InvalidConfig(_))),
+            "{g}"
+        );
+    }
+    assert!(matches!(
+        pe.encode::<f64>(&[0.0, f64::NAN]),
+        Err(hdgcn::Error::NonFinite { ref what, .. }) if what.contains("position 1")
+    ));
+    for ptr in [vec![], vec![1, 2], vec![0, 3, 2]] {
+        assert!(
+            matches!(
+                pe.encode_node_indices::<f64>(&ptr),
+                Err(hdgcn::Error::InvalidConfig(_))
+            ),
+            "{ptr:?}"
+        );
+    }
+    assert_eq!(pe.encode::<f64>(&[]).unwrap().dim(), (0, 4));
 }

@@ -6,7 +6,9 @@ use crate::autograd::{Index, Tape, Var};
 use crate::backend::Backend;
 use crate::conv::{DeviceGraph, GcnConv, GraphConv};
 use crate::error::{Error, Result};
-use crate::nn::{Activation, Dropout, Embedding, Features, Linear, Module, ParamVisitor};
+use crate::nn::{
+    Activation, Dropout, Embedding, Features, Linear, Module, ParamVisitor, PositionalEncoding,
+};
 use crate::readout::{GatedReadout, Readout};
 
 /// The optional first layer of a [`GraphClassifier`], named `input`.
@@ -62,8 +64,8 @@ pub enum InputSpec {
     Dense(usize),
 }
 
-/// `input -> [dropout -> conv -> act] x L -> readout -> dropout -> Linear`,
-/// producing one row of class logits per graph.
+/// `input [+ position encoding] -> [dropout -> conv -> act] x L -> readout
+/// -> dropout -> Linear`, producing one row of class logits per graph.
 ///
 /// The graph may be a single graph or a block-diagonal batch
 /// ([`DeviceGraph::from_batch`]); the readout pools each graph separately.
@@ -93,6 +95,10 @@ pub enum InputSpec {
 pub struct GraphClassifier<B: Backend> {
     /// Optional node encoder.
     pub input: Option<InputLayer<B>>,
+    /// Optional sinusoidal encoding of each node's index inside its graph,
+    /// added to the node vectors before the first convolution (set by
+    /// [`GraphClassifier::with_position_encoding`]; `None` by default).
+    pub position_encoding: Option<PositionalEncoding>,
     /// The convolutions, first to last (at least one).
     pub convs: Vec<Box<dyn GraphConv<B>>>,
     /// Pools node states into one row per graph.
@@ -114,6 +120,7 @@ impl<B: Backend> std::fmt::Debug for GraphClassifier<B> {
             .collect();
         f.debug_struct("GraphClassifier")
             .field("input", &self.input.as_ref().map(InputLayer::out_channels))
+            .field("position_encoding", &self.position_encoding)
             .field("convs", &widths)
             .field("classes", &self.classifier.out_features())
             .field("dropout", &self.dropout)
@@ -167,6 +174,7 @@ impl<B: Backend> GraphClassifier<B> {
         }
         Ok(GraphClassifier {
             input,
+            position_encoding: None,
             convs,
             readout,
             dropout: Dropout::new(dropout)?,
@@ -211,6 +219,46 @@ impl<B: Backend> GraphClassifier<B> {
         let readout = Box::new(GatedReadout::new(backend, hidden, rng)?);
         let classifier = Linear::new(backend, hidden, num_classes, true, rng)?;
         Self::new(input, convs, readout, classifier, dropout, Activation::Relu)
+    }
+
+    /// Adds `pe` of each node's index inside its graph (0 for every graph's
+    /// first node) to the node vectors the first convolution reads: the
+    /// input layer's output, or the features themselves without one. For
+    /// the text graphs of [`doc_graph`] the index is the order in which the
+    /// words first occur, as in the HDGCN reference code's position
+    /// encodings. The encoding has no parameters, so checkpoints do not
+    /// change.
+    ///
+    /// [`doc_graph`]: crate::data::text::doc_graph
+    ///
+    /// ```
+    /// use hdgcn::backend::Cpu;
+    /// use hdgcn::models::{GraphClassifier, InputSpec};
+    /// use hdgcn::nn::PositionalEncoding;
+    /// use rand::SeedableRng;
+    /// let cpu = Cpu::<f32>::new();
+    /// let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    /// let spec = InputSpec::Tokens { vocab: 100, dim: 16 };
+    /// let model = GraphClassifier::gcn(&cpu, spec, 16, 2, 3, 0.5, &mut rng)?;
+    /// let pe = PositionalEncoding::new(16)?.with_scale(0.1)?;
+    /// let model = model.with_position_encoding(pe)?;
+    /// assert_eq!(model.position_encoding, Some(pe));
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] if the encoding's width is not the width
+    /// the first convolution reads.
+    pub fn with_position_encoding(mut self, pe: PositionalEncoding) -> Result<Self> {
+        let width = self.first_conv()?.in_channels();
+        if pe.out_channels() != width {
+            return Err(Error::InvalidConfig(format!(
+                "the position encoding is {} wide but conv1 reads {width} channels",
+                pe.out_channels()
+            )));
+        }
+        self.position_encoding = Some(pe);
+        Ok(self)
     }
 
     /// The first convolution; [`Error::InvalidConfig`] if `convs` was emptied.
@@ -261,11 +309,40 @@ impl<B: Backend> GraphClassifier<B> {
                 ));
             }
         };
+        if let Some(pe) = &self.position_encoding {
+            h = self.add_position_encoding(tape, graph, pe, &h)?;
+        }
         for conv in &self.convs {
             let x = self.dropout.forward_features(tape, &h)?;
             h = Features::Dense(self.activation.apply(&conv.forward(tape, graph, &x)?));
         }
         h.dense().cloned()
+    }
+
+    /// `h + pe(index of each node inside its graph)`; `h` must be dense.
+    fn add_position_encoding(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        pe: &PositionalEncoding,
+        h: &Features<B>,
+    ) -> Result<Features<B>> {
+        let Features::Dense(x) = h else {
+            return Err(Error::InvalidConfig(
+                "a position encoding is added to dense node vectors; give dense features or an input layer"
+                    .into(),
+            ));
+        };
+        let n = x.shape().0;
+        if n != graph.num_nodes() {
+            return Err(Error::ShapeMismatch {
+                op: "position encoding",
+                expected: format!("{} node rows", graph.num_nodes()),
+                got: format!("{n}"),
+            });
+        }
+        let enc = pe.encode_node_indices::<B::Elem>(&graph.ptr())?;
+        Ok(Features::Dense(x.add(&tape.constant_array(&enc))?))
     }
 
     /// Class logits, one row per graph (`G x classes`).

@@ -1,5 +1,6 @@
 //! Neural-network building blocks: the [`Module`] trait and the standard
-//! layers ([`Linear`], [`LayerNorm`], [`Dropout`], [`Mlp`], [`Embedding`]).
+//! layers ([`Linear`], [`LayerNorm`], [`Dropout`], [`Mlp`], [`Embedding`],
+//! [`PositionalEncoding`]).
 
 mod activation;
 mod dropout;
@@ -10,6 +11,7 @@ mod layer_norm;
 mod linear;
 mod mlp;
 mod module;
+mod positional_encoding;
 
 pub use activation::Activation;
 pub use dropout::Dropout;
@@ -20,3 +22,4 @@ pub use linear::Linear;
 pub(crate) use linear::check_dims;
 pub use mlp::Mlp;
 pub use module::{Module, ParamVisitor};
+pub use positional_encoding::PositionalEncoding;
