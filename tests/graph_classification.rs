@@ -216,24 +216,38 @@ fn batch_equals_graphs_one_at_a_time_and_gradients_check() {
         undirected(4, &[(0, 1), (0, 2), (0, 3)]),
     ];
     let x = Array2::from_shape_fn((8, 2), |_| rng.random_range(-1.0..1.0));
-    let batch = DeviceGraph::from_batch(&cpu, &Batch::new(&graphs).unwrap()).unwrap();
-    let t = Tape::inference(&cpu);
-    let input = GraphInput::Features(Features::Dense(t.constant(x.clone())));
-    let all = model.forward(&t, &batch, &input).unwrap().to_array();
+    let all = batch_rows_match_graphs_alone(&model, &graphs, &x, &[2, 0, 1]);
     assert_eq!(all.dim(), (3, 3));
+}
+
+/// Asserts that each graph alone gives its row of the batch's logits and
+/// that the batch's loss passes a gradient check; returns the batch logits.
+fn batch_rows_match_graphs_alone(
+    model: &GraphClassifier<Cpu<f64>>,
+    graphs: &[Graph],
+    x: &Array2<f64>,
+    targets: &[usize],
+) -> Array2<f64> {
+    let cpu = model.backend().clone();
+    let batch = DeviceGraph::from_batch(&cpu, &Batch::new(graphs).unwrap()).unwrap();
+    let t = Tape::inference(&cpu);
+    let feed = |x: Array2<f64>| GraphInput::Features(Features::Dense(t.constant(x)));
+    let all = model
+        .forward(&t, &batch, &feed(x.clone()))
+        .unwrap()
+        .to_array();
     let mut off = 0;
     for (g, graph) in graphs.iter().enumerate() {
         let n = graph.num_nodes();
         let one = DeviceGraph::new(&cpu, graph.clone());
         let xi = x.slice(ndarray::s![off..off + n, ..]).to_owned();
-        let input = GraphInput::Features(Features::Dense(t.constant(xi)));
-        let row = model.forward(&t, &one, &input).unwrap().to_array();
+        let row = model.forward(&t, &one, &feed(xi)).unwrap().to_array();
         for (a, b) in row.row(0).iter().zip(all.row(g)) {
             assert!((a - b).abs() < 1e-12, "graph {g}: {a} vs {b}");
         }
         off += n;
     }
-    let targets = Index::new(&cpu, &[2, 0, 1]).unwrap();
+    let targets = Index::new(&cpu, targets).unwrap();
     let rep = check_params(
         &model.named_params(),
         |t| {
@@ -247,6 +261,7 @@ fn batch_equals_graphs_one_at_a_time_and_gradients_check() {
     )
     .unwrap();
     assert!(rep.max_error < 1e-6, "{rep:?}");
+    all
 }
 
 #[test]
@@ -642,72 +657,38 @@ fn node_dropout_in_training_repeats_and_changes_the_run() {
 fn position_encoding_adds_each_nodes_index_in_its_graph_and_gradients_check() {
     let cpu = Cpu::<f64>::new();
     let mut rng = StdRng::seed_from_u64(29);
-    let mut model = GraphClassifier::new(
-        None,
-        vec![Box::new(GcnConv::new(&cpu, 4, 3, &mut rng).unwrap())],
-        Box::new(AttentionPooling::linear(&cpu, 3, None, &mut rng).unwrap()),
-        Linear::new(&cpu, 3, 2, true, &mut rng).unwrap(),
-        0.0,
-        Activation::Tanh,
-    )
-    .unwrap();
-    let pe = PositionalEncoding::new(4).unwrap().with_scale(0.7).unwrap();
+    let build = |rng: &mut StdRng| {
+        GraphClassifier::new(
+            None,
+            vec![Box::new(GcnConv::new(&cpu, 4, 3, rng).unwrap())],
+            Box::new(AttentionPooling::linear(&cpu, 3, None, rng).unwrap()),
+            Linear::new(&cpu, 3, 2, true, rng).unwrap(),
+            0.0,
+            Activation::Tanh,
+        )
+        .unwrap()
+    };
     // A wrong width is refused.
-    let wrong = PositionalEncoding::new(6).unwrap();
-    let err = model.with_position_encoding(wrong);
+    let err = build(&mut rng).with_position_encoding(PositionalEncoding::new(6).unwrap());
     assert!(
         matches!(err, Err(Error::InvalidConfig(ref m)) if m.contains("6 wide")),
         "{err:?}"
     );
-    model = GraphClassifier::new(
-        None,
-        vec![Box::new(GcnConv::new(&cpu, 4, 3, &mut rng).unwrap())],
-        Box::new(AttentionPooling::linear(&cpu, 3, None, &mut rng).unwrap()),
-        Linear::new(&cpu, 3, 2, true, &mut rng).unwrap(),
-        0.0,
-        Activation::Tanh,
-    )
-    .unwrap()
-    .with_position_encoding(pe)
-    .unwrap();
+    let pe = PositionalEncoding::new(4).unwrap().with_scale(0.7).unwrap();
+    let mut model = build(&mut rng).with_position_encoding(pe).unwrap();
     let graphs = [
         undirected(2, &[(0, 1)]),
         Graph::from_edges(1, &[]).unwrap(),
         undirected(3, &[(0, 1), (1, 2)]),
     ];
-    let batch = DeviceGraph::from_batch(&cpu, &Batch::new(&graphs).unwrap()).unwrap();
     let x = Array2::from_shape_fn((6, 4), |_| rng.random_range(-1.0..1.0));
+    // Positions restart at 0 in every graph, so each graph alone gives its
+    // row of the batch; gradients flow through the sum.
+    let with_pe = batch_rows_match_graphs_alone(&model, &graphs, &x, &[1, 0, 1]);
+    // The same model without the encoding, fed x + PE(0, 1 | 0 | 0, 1, 2).
+    let batch = DeviceGraph::from_batch(&cpu, &Batch::new(&graphs).unwrap()).unwrap();
     let t = Tape::inference(&cpu);
     let feed = |x: &Array2<f64>| GraphInput::Features(Features::Dense(t.constant(x.clone())));
-    let with_pe = model.forward(&t, &batch, &feed(&x)).unwrap().to_array();
-    // Each graph alone gives its row of the batch: positions restart at 0.
-    let mut off = 0;
-    for (g, graph) in graphs.iter().enumerate() {
-        let n = graph.num_nodes();
-        let one = DeviceGraph::new(&cpu, graph.clone());
-        let xi = x.slice(ndarray::s![off..off + n, ..]).to_owned();
-        let row = model.forward(&t, &one, &feed(&xi)).unwrap().to_array();
-        for (a, b) in row.row(0).iter().zip(with_pe.row(g)) {
-            assert!((a - b).abs() < 1e-12, "graph {g}: {a} vs {b}");
-        }
-        off += n;
-    }
-    // Gradients flow through the sum into every parameter.
-    let targets = Index::new(&cpu, &[1, 0, 1]).unwrap();
-    let rep = check_params(
-        &model.named_params(),
-        |t| {
-            let input = GraphInput::Features(Features::Dense(t.constant(x.clone())));
-            model
-                .forward(t, &batch, &input)?
-                .log_softmax(Axis::Cols)
-                .nll(&targets)
-        },
-        1e-6,
-    )
-    .unwrap();
-    assert!(rep.max_error < 1e-6, "{rep:?}");
-    // The same model without the encoding, fed x + PE(0, 1 | 0 | 0, 1, 2).
     model.position_encoding = None;
     let shifted = &x + &pe.encode::<f64>(&[0.0, 1.0, 0.0, 0.0, 1.0, 2.0]).unwrap();
     let by_hand = model

@@ -83,12 +83,7 @@ impl PositionalEncoding {
     /// # Errors
     /// [`Error::InvalidConfig`] unless it is positive and finite.
     pub fn with_granularity(mut self, granularity: f64) -> Result<Self> {
-        if !(granularity > 0.0 && granularity.is_finite()) {
-            return Err(Error::InvalidConfig(format!(
-                "positional encoding granularity must be positive and finite, got {granularity}"
-            )));
-        }
-        self.granularity = granularity;
+        self.granularity = positive_finite("granularity", granularity)?;
         Ok(self)
     }
 
@@ -98,12 +93,7 @@ impl PositionalEncoding {
     /// # Errors
     /// [`Error::InvalidConfig`] unless it is positive and finite.
     pub fn with_scale(mut self, scale: f64) -> Result<Self> {
-        if !(scale > 0.0 && scale.is_finite()) {
-            return Err(Error::InvalidConfig(format!(
-                "positional encoding scale must be positive and finite, got {scale}"
-            )));
-        }
-        self.scale = scale;
+        self.scale = positive_finite("scale", scale)?;
         Ok(self)
     }
 
@@ -184,5 +174,16 @@ impl PositionalEncoding {
             .flat_map(|w| (0..w[1] - w[0]).map(|i| i as f64))
             .collect();
         self.encode(&positions)
+    }
+}
+
+/// `v` if it is positive and finite, else an error naming the setting.
+fn positive_finite(name: &str, v: f64) -> Result<f64> {
+    if v > 0.0 && v.is_finite() {
+        Ok(v)
+    } else {
+        Err(Error::InvalidConfig(format!(
+            "positional encoding {name} must be positive and finite, got {v}"
+        )))
     }
 }
