@@ -228,7 +228,7 @@ fn batch_rows_match_graphs_alone(
     x: &Array2<f64>,
     targets: &[usize],
 ) -> Array2<f64> {
-    let cpu = model.backend().clone();
+    let cpu = *model.backend();
     let batch = DeviceGraph::from_batch(&cpu, &Batch::new(graphs).unwrap()).unwrap();
     let t = Tape::inference(&cpu);
     let feed = |x: Array2<f64>| GraphInput::Features(Features::Dense(t.constant(x)));
