@@ -1,6 +1,6 @@
 //! Sinusoidal position encodings ("Attention Is All You Need").
 
-use ndarray::Array2;
+use ndarray::{Array2, s};
 
 use crate::error::{Error, Result};
 use crate::float::Float;
@@ -169,11 +169,18 @@ impl PositionalEncoding {
                 "node offsets must start at 0 and not decrease, got {ptr:?}"
             )));
         }
-        let positions: Vec<f64> = ptr
-            .windows(2)
-            .flat_map(|w| (0..w[1] - w[0]).map(|i| i as f64))
-            .collect();
-        self.encode(&positions)
+        // Every graph's rows are a prefix of the largest graph's: encode
+        // 0..longest once and copy, instead of one sin/cos per node.
+        let longest = ptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let positions: Vec<f64> = (0..longest).map(|i| i as f64).collect();
+        let table = self.encode::<F>(&positions)?;
+        let n = ptr[ptr.len() - 1];
+        let mut out = Array2::zeros((n, self.out_channels));
+        for w in ptr.windows(2) {
+            out.slice_mut(s![w[0]..w[1], ..])
+                .assign(&table.slice(s![..w[1] - w[0], ..]));
+        }
+        Ok(out)
     }
 }
 
