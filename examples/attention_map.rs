@@ -187,6 +187,7 @@ fn run(args: &Args) -> Result<()> {
             clip_grad_norm: Some(5.0),
             label_smoothing: 0.0,
             node_dropout: 0.0,
+            ema_decay: None,
             seed: args.seed,
             quiet: false,
         };

@@ -73,6 +73,11 @@ struct Args {
     /// `CrossEntropyLoss(label_smoothing=...)`; default 0: none).
     #[arg(long, default_value_t = 0.0)]
     label_smoothing: f64,
+    /// Evaluates and selects with an exponential moving average of the
+    /// weights with this decay, in [0, 1), updated after every step
+    /// (`optim::ExponentialMovingAverage`, with warm-up; default: none).
+    #[arg(long)]
+    ema: Option<f64>,
     /// Dropout probability.
     #[arg(long, default_value_t = 0.5)]
     dropout: f64,
@@ -192,6 +197,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             lr_schedule: args.lr_schedule,
             weight_decay: args.weight_decay,
             label_smoothing: args.label_smoothing,
+            ema_decay: args.ema,
             seed,
             quiet: args.quiet,
             ..NodeTrainConfig::default()
@@ -245,6 +251,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "lr": args.lr,
             "lr_schedule": args.lr_schedule.to_string(),
             "label_smoothing": args.label_smoothing,
+            "ema": args.ema,
             "test_acc_mean": tm,
             "test_acc_std": ts,
             "val_acc_mean": vm,

@@ -106,6 +106,11 @@ struct Args {
     /// `CrossEntropyLoss(label_smoothing=...)`; default 0: none).
     #[arg(long, default_value_t = 0.0)]
     label_smoothing: f64,
+    /// Evaluates and selects with an exponential moving average of the
+    /// weights with this decay, in [0, 1), updated after every step
+    /// (`optim::ExponentialMovingAverage`, with warm-up; default: none).
+    #[arg(long)]
+    ema: Option<f64>,
     /// Dropout probability.
     #[arg(long, default_value_t = 0.5)]
     dropout: f64,
@@ -295,6 +300,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             patience: Some(args.patience),
             clip_grad_norm: args.clip,
             label_smoothing: args.label_smoothing,
+            ema_decay: args.ema,
             node_dropout: args.node_dropout,
             seed,
             quiet: args.quiet,
@@ -359,6 +365,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "lr": args.lr,
             "lr_schedule": args.lr_schedule.to_string(),
             "label_smoothing": args.label_smoothing,
+            "ema": args.ema,
             "node_dropout": args.node_dropout,
             "position_encoding": args.position_encoding,
             "test_acc_mean": tm,

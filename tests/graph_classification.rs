@@ -89,6 +89,7 @@ fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
         clip_grad_norm: None,
         label_smoothing: 0.0,
         node_dropout: 0.0,
+        ema_decay: None,
         seed: 1,
         quiet: true,
     }
@@ -716,4 +717,106 @@ fn position_encoding_adds_each_nodes_index_in_its_graph_and_gradients_check() {
         "{:?}",
         err.err()
     );
+}
+
+/// The product `Π_{i<n} d_i` of the warmed-up decays of the first `n`
+/// updates (`d_i = min(decay, (1 + i) / (10 + i))`), computed here
+/// independently of the crate.
+fn warmed_up_decay_product(decay: f64, n: usize) -> f64 {
+    (0..n)
+        .map(|i| decay.min((1.0 + i as f64) / (10.0 + i as f64)))
+        .product()
+}
+
+#[test]
+fn the_moving_average_of_the_weights_is_what_gets_selected() {
+    let mut rng = StdRng::seed_from_u64(15);
+    let data = cycles_and_stars(&mut rng, 60);
+    let (train, val) = data.split_at(40);
+    let cpu = Cpu::<f64>::new();
+    let fresh = || {
+        GraphClassifier::gcn(
+            &cpu,
+            InputSpec::Dense(1),
+            8,
+            2,
+            2,
+            0.0,
+            &mut StdRng::seed_from_u64(3),
+        )
+        .unwrap()
+    };
+    let params = |m: &GraphClassifier<Cpu<f64>>| -> Vec<Array2<f64>> {
+        m.params().iter().map(|p| p.to_array()).collect()
+    };
+    // One step per epoch (the batch holds every training graph).
+    let base = GraphTrainConfig {
+        patience: None,
+        batch_size: 64,
+        lr: 0.05,
+        ..cfg(6, GraphOptimizer::Adam)
+    };
+    // Decay 0 is the plain run, to the last bit.
+    let mut plain_model = fresh();
+    let plain = train_graph_classifier(&mut plain_model, train, val, val, &base).unwrap();
+    let mut zero_model = fresh();
+    let zero = GraphTrainConfig {
+        ema_decay: Some(0.0),
+        ..base.clone()
+    };
+    let z = train_graph_classifier(&mut zero_model, train, val, val, &zero).unwrap();
+    assert_eq!(z.history, plain.history);
+    assert_eq!(
+        (z.best_epoch, z.test_acc),
+        (plain.best_epoch, plain.test_acc)
+    );
+    assert_eq!(params(&zero_model), params(&plain_model));
+
+    // Frozen after the first step (lr · 0 from epoch 1): the optimiser's
+    // weights go w0 -> w1 and stay, so after n updates the average is
+    // w1 + (w0 - w1) · Π_{i<n} d_i, and the selected epoch e holds n = e + 1.
+    let w0 = params(&fresh());
+    let mut one = fresh();
+    train_graph_classifier(
+        &mut one,
+        train,
+        val,
+        val,
+        &GraphTrainConfig {
+            epochs: 1,
+            ..base.clone()
+        },
+    )
+    .unwrap();
+    let w1 = params(&one);
+    let frozen = GraphTrainConfig {
+        lr_schedule: LrScheduleKind::Step {
+            step_size: 1,
+            gamma: 0.0,
+        },
+        ema_decay: Some(0.5),
+        ..base.clone()
+    };
+    let mut averaged = fresh();
+    let r = train_graph_classifier(&mut averaged, train, val, val, &frozen).unwrap();
+    // The averages move every epoch, so validation sees different weights.
+    assert_ne!(r.history[0].val_loss, r.history[1].val_loss);
+    let c = warmed_up_decay_product(0.5, r.best_epoch + 1);
+    for ((got, a), b) in params(&averaged).iter().zip(&w0).zip(&w1) {
+        let want = b + &((a - b) * c);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()), "{g} vs {w}");
+        }
+    }
+    // The restored weights are the ones validation selected.
+    let (val_acc, val_loss) = evaluate_graphs(&mut averaged, val, 64).unwrap();
+    assert_eq!((val_acc, val_loss), (r.val_acc, r.val_loss));
+    for bad in [1.0, -0.5, f64::NAN] {
+        let c = GraphTrainConfig {
+            ema_decay: Some(bad),
+            ..base.clone()
+        };
+        let err = train_graph_classifier(&mut fresh(), train, val, val, &c).unwrap_err();
+        assert!(err.to_string().contains("decay"), "{err}");
+    }
 }

@@ -10,7 +10,7 @@ use hdgcn::graph::Graph;
 use hdgcn::models::NodeClassifier;
 use hdgcn::nn::{Features, Module};
 use hdgcn::optim::LrScheduleKind;
-use hdgcn::train::{NodeTask, NodeTrainConfig, train_node_classifier};
+use hdgcn::train::{NodeTask, NodeTrainConfig, evaluate_nodes, train_node_classifier};
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use sprs::CsMat;
@@ -266,4 +266,64 @@ fn a_node_classifier_without_convolutions_is_an_error_not_a_panic() {
         err.to_string().contains("at least one convolution"),
         "{err}"
     );
+}
+
+#[test]
+fn the_moving_average_of_the_weights_is_what_gets_selected() {
+    let cpu = C::new();
+    let task = dense_task(&cpu, 9);
+    let run = |cfg: &NodeTrainConfig| {
+        let mut m = model(&cpu);
+        let report = train_node_classifier(&mut m, &task, cfg).unwrap();
+        (values(&m), report, m)
+    };
+    let base = NodeTrainConfig { epochs: 8, ..cfg() };
+    // Decay 0 is the plain run, to the last bit.
+    let (plain, p, _) = run(&base);
+    let (zero, z, _) = run(&NodeTrainConfig {
+        ema_decay: Some(0.0),
+        ..base.clone()
+    });
+    assert_eq!(zero, plain);
+    assert_eq!(
+        (z.best_epoch, z.val_acc, z.test_acc, z.final_loss),
+        (p.best_epoch, p.val_acc, p.test_acc, p.final_loss)
+    );
+    // Frozen after the first step (lr · 0 from epoch 1): the optimiser's
+    // weights go w0 -> w1 and stay, so after n updates the average is
+    // w1 + (w0 - w1) · Π_{i<n} min(d, (1 + i) / (10 + i)), and the
+    // selected epoch e holds n = e + 1.
+    let w0 = values(&model(&cpu));
+    let (w1, _, _) = run(&NodeTrainConfig {
+        epochs: 1,
+        ..base.clone()
+    });
+    let frozen = NodeTrainConfig {
+        lr_schedule: LrScheduleKind::Step {
+            step_size: 1,
+            gamma: 0.0,
+        },
+        ema_decay: Some(0.6),
+        ..base.clone()
+    };
+    let (got, r, mut m) = run(&frozen);
+    assert_ne!(got, w1);
+    let c: f64 = (0..=r.best_epoch)
+        .map(|i| 0.6f64.min((1.0 + i as f64) / (10.0 + i as f64)))
+        .product();
+    for ((g, a), b) in got.iter().zip(&w0).zip(&w1) {
+        let want = b + &((a - b) * c);
+        for (g, w) in g.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()), "{g} vs {w}");
+        }
+    }
+    // The restored weights are the ones validation selected.
+    let (val_acc, _) = evaluate_nodes(&mut m, &task, &task.split.val).unwrap();
+    assert_eq!(val_acc, r.val_acc);
+    let bad = NodeTrainConfig {
+        ema_decay: Some(1.0),
+        ..cfg()
+    };
+    let err = train_node_classifier(&mut model(&cpu), &task, &bad).unwrap_err();
+    assert!(err.to_string().contains("decay"), "{err}");
 }

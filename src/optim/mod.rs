@@ -17,6 +17,8 @@
 //! | [`AdaBelief`] | `adabelief_pytorch.AdaBelief` 0.2.x |
 //!
 //! The element-wise arithmetic is in [`kernels::update_slices`].
+//! [`ExponentialMovingAverage`] keeps a running average of the weights for
+//! evaluation (Polyak averaging).
 //!
 //! # Example
 //!
@@ -46,6 +48,7 @@
 //! # Ok::<(), hdgcn::Error>(())
 //! ```
 
+mod ema;
 pub mod kernels;
 mod schedule;
 
@@ -55,6 +58,7 @@ use crate::autograd::{Gradients, Param, ParamId};
 use crate::backend::{Backend, UnaryOp, UpdateRule};
 use crate::error::{Error, Result};
 
+pub use ema::ExponentialMovingAverage;
 pub use schedule::{Constant, CosineAnnealing, LrSchedule, LrScheduleKind, StepLr};
 
 /// A first-order optimiser.

@@ -11,7 +11,9 @@ use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::models::NodeClassifier;
 use crate::nn::{Features, Module};
-use crate::optim::{Adam, AdamConfig, LrScheduleKind, Optimizer, grad_norm};
+use crate::optim::{
+    Adam, AdamConfig, ExponentialMovingAverage, LrScheduleKind, Optimizer, grad_norm,
+};
 
 /// A node-classification problem on one graph.
 #[derive(Debug)]
@@ -52,6 +54,13 @@ pub struct NodeTrainConfig {
     ///
     /// [`Var::nll_smoothed`]: crate::autograd::Var::nll_smoothed
     pub label_smoothing: f64,
+    /// Evaluate and select with an exponential moving average of the
+    /// weights ([`ExponentialMovingAverage`] with this decay, in `[0, 1)`,
+    /// and warm-up), updated after every step: validation accuracy, the
+    /// selected snapshot and the test accuracy are those of the averaged
+    /// weights, while the optimiser trains on its own. `None` (the
+    /// default): the weights of the last step.
+    pub ema_decay: Option<f64>,
     /// Seed of the dropout streams.
     pub seed: u64,
     /// Hide the progress bar.
@@ -68,6 +77,7 @@ impl Default for NodeTrainConfig {
             decay_first_layer_only: true,
             patience: None,
             label_smoothing: 0.0,
+            ema_decay: None,
             seed: 0,
             quiet: true,
         }
@@ -147,7 +157,8 @@ pub fn evaluate_nodes<B: Backend>(
 ///
 /// # Errors
 /// Before training: [`Error::InvalidConfig`] for zero epochs, an invalid
-/// learning rate or schedule, a label smoothing outside `[0, 1]`, or a validation or test node without a label, [`Error::Empty`] for an empty
+/// learning rate or schedule, a label smoothing outside `[0, 1]`, an EMA
+/// decay outside `[0, 1)`, or a validation or test node without a label, [`Error::Empty`] for an empty
 /// split, [`Error::NonFinite`] for a NaN or infinite dense feature. During
 /// training: [`Error::Numerical`] when the loss or the gradient norm stops
 /// being finite; the step that found it updates nothing.
@@ -204,6 +215,10 @@ pub fn train_node_classifier<B: Backend>(
     let mut epochs_run = 0;
     model.set_training(true);
     let params = model.params();
+    let mut ema = cfg
+        .ema_decay
+        .map(|d| ExponentialMovingAverage::new(&params, d).map(|e| e.with_warmup(true)))
+        .transpose()?;
     let pb = super::progress_bar(cfg.epochs as u64, cfg.quiet);
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
@@ -250,6 +265,12 @@ pub fn train_node_classifier<B: Backend>(
         drop(tape);
         epochs_run = epoch + 1;
 
+        // With an average, the parameters hold it from here to the
+        // snapshot, and the optimiser's weights come back after it.
+        if let Some(ema) = &mut ema {
+            ema.update(&params)?;
+            ema.swap(&params)?;
+        }
         let (val_acc, val_loss) = evaluate_nodes(model, task, &task.split.val)?;
         let better = match &best {
             None => true,
@@ -266,6 +287,9 @@ pub fn train_node_classifier<B: Backend>(
             since_best = 0;
         } else {
             since_best += 1;
+        }
+        if let Some(ema) = &mut ema {
+            ema.swap(&params)?;
         }
         pb.set_message(format!("loss {final_loss:.4} val {val_acc:.4}"));
         pb.inc(1);
