@@ -447,27 +447,32 @@ fn clipping_bounds_each_step_and_history_records_every_epoch() {
     }
 }
 
+/// A two-layer GCN classifier on one dense input feature, in `f64`.
+fn small_f64_gcn(seed: u64) -> GraphClassifier<Cpu<f64>> {
+    let cpu = Cpu::<f64>::new();
+    GraphClassifier::gcn(
+        &cpu,
+        InputSpec::Dense(1),
+        8,
+        2,
+        2,
+        0.0,
+        &mut StdRng::seed_from_u64(seed),
+    )
+    .unwrap()
+}
+
+/// Host copies of a model's parameters.
+fn params(m: &GraphClassifier<Cpu<f64>>) -> Vec<Array2<f64>> {
+    m.params().iter().map(|p| p.to_array()).collect()
+}
+
 #[test]
 fn the_learning_rate_follows_the_schedule_every_epoch() {
     let mut rng = StdRng::seed_from_u64(14);
     let data = cycles_and_stars(&mut rng, 60);
     let (train, val) = data.split_at(40);
-    let cpu = Cpu::<f64>::new();
-    let fresh = || {
-        GraphClassifier::gcn(
-            &cpu,
-            InputSpec::Dense(1),
-            8,
-            2,
-            2,
-            0.0,
-            &mut StdRng::seed_from_u64(2),
-        )
-        .unwrap()
-    };
-    let params = |m: &GraphClassifier<Cpu<f64>>| -> Vec<Array2<f64>> {
-        m.params().iter().map(|p| p.to_array()).collect()
-    };
+    let fresh = || small_f64_gcn(2);
     for optimizer in [GraphOptimizer::Adam, GraphOptimizer::AdaBelief] {
         let base = GraphTrainConfig {
             patience: None,
@@ -733,22 +738,7 @@ fn the_moving_average_of_the_weights_is_what_gets_selected() {
     let mut rng = StdRng::seed_from_u64(15);
     let data = cycles_and_stars(&mut rng, 60);
     let (train, val) = data.split_at(40);
-    let cpu = Cpu::<f64>::new();
-    let fresh = || {
-        GraphClassifier::gcn(
-            &cpu,
-            InputSpec::Dense(1),
-            8,
-            2,
-            2,
-            0.0,
-            &mut StdRng::seed_from_u64(3),
-        )
-        .unwrap()
-    };
-    let params = |m: &GraphClassifier<Cpu<f64>>| -> Vec<Array2<f64>> {
-        m.params().iter().map(|p| p.to_array()).collect()
-    };
+    let fresh = || small_f64_gcn(3);
     // One step per epoch (the batch holds every training graph).
     let base = GraphTrainConfig {
         patience: None,

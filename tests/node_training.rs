@@ -10,7 +10,9 @@ use hdgcn::graph::Graph;
 use hdgcn::models::NodeClassifier;
 use hdgcn::nn::{Features, Module};
 use hdgcn::optim::LrScheduleKind;
-use hdgcn::train::{NodeTask, NodeTrainConfig, evaluate_nodes, train_node_classifier};
+use hdgcn::train::{
+    NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes, train_node_classifier,
+};
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use sprs::CsMat;
@@ -86,6 +88,17 @@ fn dense_task(cpu: &C, seed: u64) -> NodeTask<C> {
 
 fn values(m: &NodeClassifier<C>) -> Vec<Array2<f64>> {
     m.params().iter().map(|p| p.to_array()).collect()
+}
+
+/// A fresh `model` trained on `task`: its parameters, the report, the model.
+fn trained(
+    cpu: &C,
+    task: &NodeTask<C>,
+    cfg: &NodeTrainConfig,
+) -> (Vec<Array2<f64>>, NodeTrainReport, NodeClassifier<C>) {
+    let mut m = model(cpu);
+    let report = train_node_classifier(&mut m, task, cfg).unwrap();
+    (values(&m), report, m)
 }
 
 #[test]
@@ -179,9 +192,8 @@ fn the_learning_rate_follows_the_schedule_every_epoch() {
     let cpu = C::new();
     let task = dense_task(&cpu, 3);
     let run = |cfg: &NodeTrainConfig| {
-        let mut m = model(&cpu);
-        let report = train_node_classifier(&mut m, &task, cfg).unwrap();
-        (values(&m), report)
+        let (values, report, _) = trained(&cpu, &task, cfg);
+        (values, report)
     };
     let (one, _) = run(&NodeTrainConfig { epochs: 1, ..cfg() });
     let (constant, _) = run(&NodeTrainConfig { epochs: 5, ..cfg() });
@@ -272,11 +284,7 @@ fn a_node_classifier_without_convolutions_is_an_error_not_a_panic() {
 fn the_moving_average_of_the_weights_is_what_gets_selected() {
     let cpu = C::new();
     let task = dense_task(&cpu, 9);
-    let run = |cfg: &NodeTrainConfig| {
-        let mut m = model(&cpu);
-        let report = train_node_classifier(&mut m, &task, cfg).unwrap();
-        (values(&m), report, m)
-    };
+    let run = |cfg: &NodeTrainConfig| trained(&cpu, &task, cfg);
     let base = NodeTrainConfig { epochs: 8, ..cfg() };
     // Decay 0 is the plain run, to the last bit.
     let (plain, p, _) = run(&base);
