@@ -17,7 +17,9 @@ use hdgcn::backend::{Backend, Cpu, SegmentReduce};
 use hdgcn::conv::{ChebConv, DeviceGraph, GcnConv, GraphConv, HdChebConfig};
 use hdgcn::graph::{Batch, Graph};
 use hdgcn::nn::{Features, LayerNorm, Linear, Module};
-use hdgcn::optim::{AdaBeliefConfig, AdamConfig, AdamWConfig, Optimizer, SgdConfig};
+use hdgcn::optim::{
+    AdaBeliefConfig, AdamConfig, AdamWConfig, ExponentialMovingAverage, Optimizer, SgdConfig,
+};
 use hdgcn::readout::{AttentionPooling, GatedReadout, MaxReadout, Readout};
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -35,6 +37,7 @@ backend_tests!(
     readouts,
     losses,
     optimisers_train_identically,
+    moving_average_of_the_weights,
 );
 
 /// A constant from an `f64` array, in the tape's element type.
@@ -426,4 +429,60 @@ fn optimisers_train_identically<B: Backend<Elem = f32>>(b: &B) {
             );
         }
     }
+}
+
+/// Eight Adam steps on a GCN with an [`ExponentialMovingAverage`] (decay
+/// 0.7, warm-up) updated after each: the averages, and the weights after
+/// a swap there and back, match the `f64` reference.
+fn moving_average_of_the_weights<B: Backend<Elem = f32>>(b: &B) {
+    let g = random_graph(15, 0.3, 27);
+    let x = rand_array(15, 4, 28, -1.0, 1.0);
+    let r = reference();
+    fn run<B2: Backend>(
+        bk: &B2,
+        conv: &GcnConv<B2>,
+        g: &Graph,
+        x: &Array2<f64>,
+    ) -> Vec<Array2<f64>> {
+        let dg = DeviceGraph::new(bk, g.clone());
+        let params = conv.params();
+        let mut opt = AdamConfig::default().lr(0.05).build::<B2>().unwrap();
+        let mut ema = ExponentialMovingAverage::new(&params, 0.7)
+            .unwrap()
+            .with_warmup(true);
+        for _ in 0..8 {
+            let grads = {
+                let t = Tape::new(bk);
+                let y = conv.forward(&t, &dg, &constant(&t, x).into()).unwrap();
+                probe(&t, &y, 29).backward().unwrap()
+            };
+            opt.step(&params, &grads).unwrap();
+            ema.update(&params).unwrap();
+        }
+        let weights: Vec<_> = params.iter().map(|p| to_f64(bk, &p.value())).collect();
+        ema.swap(&params).unwrap();
+        let mut out: Vec<_> = params.iter().map(|p| to_f64(bk, &p.value())).collect();
+        ema.swap(&params).unwrap();
+        for (p, w) in params.iter().zip(&weights) {
+            assert_eq!(
+                &to_f64(bk, &p.value()),
+                w,
+                "swapping twice restores the weights"
+            );
+        }
+        out.extend(weights);
+        out
+    }
+    let c32 = GcnConv::new(b, 4, 3, &mut rng()).unwrap();
+    let c64 = GcnConv::new(&r, 4, 3, &mut rng()).unwrap();
+    copy_params(&c32, &c64);
+    let got = run(b, &c32, &g, &x);
+    let want = run(&r, &c64, &g, &x);
+    let n = c32.params().len();
+    for (i, (a, w)) in got.iter().zip(&want).enumerate() {
+        let what = if i < n { "average" } else { "weight" };
+        assert_close(&format!("{what} {} after 8 steps", i % n), a, w);
+    }
+    // The averages lag the weights.
+    assert_ne!(got[0], got[n]);
 }
