@@ -658,12 +658,23 @@ pub fn train_graph_classifier<B: Backend>(
         final_loss = loss_sum / train.len() as f64;
         epochs_run = epoch + 1;
 
-        // With an average, the parameters hold it from here to the
-        // snapshot, and the optimiser's weights come back after it.
+        // With an average, the parameters hold it while validation runs
+        // and a better epoch is copied, and the optimiser's weights come
+        // back before any error is returned.
         if let Some(ema) = &mut ema {
             ema.swap(&params)?;
         }
-        let (val_acc, val_loss) = evaluate_prepared(model, &val_batches)?;
+        let evaluated = evaluate_prepared(model, &val_batches).map(|(val_acc, val_loss)| {
+            let better = best.as_ref().is_none_or(|b| {
+                val_acc > b.val_acc || (val_acc == b.val_acc && val_loss < b.val_loss)
+            });
+            let values = better.then(|| params.iter().map(|p| p.to_array()).collect());
+            (val_acc, val_loss, values)
+        });
+        if let Some(ema) = &mut ema {
+            ema.swap(&params)?;
+        }
+        let (val_acc, val_loss, values) = evaluated?;
         history.push(EpochRecord {
             lr,
             train_loss: final_loss,
@@ -671,22 +682,16 @@ pub fn train_graph_classifier<B: Backend>(
             val_acc,
             val_loss,
         });
-        let better = best
-            .as_ref()
-            .is_none_or(|b| val_acc > b.val_acc || (val_acc == b.val_acc && val_loss < b.val_loss));
-        if better {
+        if let Some(values) = values {
             best = Some(Best {
                 val_acc,
                 val_loss,
                 epoch,
-                values: params.iter().map(|p| p.to_array()).collect(),
+                values,
             });
             since_best = 0;
         } else {
             since_best += 1;
-        }
-        if let Some(ema) = &mut ema {
-            ema.swap(&params)?;
         }
         pb.set_message(format!("loss {final_loss:.4} val {val_acc:.4}"));
         pb.inc(1);

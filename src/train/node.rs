@@ -265,19 +265,25 @@ pub fn train_node_classifier<B: Backend>(
         drop(tape);
         epochs_run = epoch + 1;
 
-        // With an average, the parameters hold it from here to the
-        // snapshot, and the optimiser's weights come back after it.
+        // With an average, the parameters hold it while validation runs
+        // and a better epoch is copied, and the optimiser's weights come
+        // back before any error is returned.
         if let Some(ema) = &mut ema {
             ema.update(&params)?;
             ema.swap(&params)?;
         }
-        let (val_acc, val_loss) = evaluate_nodes(model, task, &task.split.val)?;
-        let better = match &best {
-            None => true,
-            Some(b) => val_acc > b.val_acc || (val_acc == b.val_acc && val_loss < b.val_loss),
-        };
-        if better {
-            let values = params.iter().map(|p| p.to_array()).collect();
+        let evaluated = evaluate_nodes(model, task, &task.split.val).map(|(val_acc, val_loss)| {
+            let better = best.as_ref().is_none_or(|b| {
+                val_acc > b.val_acc || (val_acc == b.val_acc && val_loss < b.val_loss)
+            });
+            let values = better.then(|| params.iter().map(|p| p.to_array()).collect());
+            (val_acc, val_loss, values)
+        });
+        if let Some(ema) = &mut ema {
+            ema.swap(&params)?;
+        }
+        let (val_acc, val_loss, values) = evaluated?;
+        if let Some(values) = values {
             best = Some(Snapshot {
                 val_acc,
                 val_loss,
@@ -287,9 +293,6 @@ pub fn train_node_classifier<B: Backend>(
             since_best = 0;
         } else {
             since_best += 1;
-        }
-        if let Some(ema) = &mut ema {
-            ema.swap(&params)?;
         }
         pb.set_message(format!("loss {final_loss:.4} val {val_acc:.4}"));
         pb.inc(1);
