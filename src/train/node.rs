@@ -265,24 +265,15 @@ pub fn train_node_classifier<B: Backend>(
         drop(tape);
         epochs_run = epoch + 1;
 
-        // With an average, the parameters hold it while validation runs
-        // and a better epoch is copied, and the optimiser's weights come
-        // back before any error is returned.
         if let Some(ema) = &mut ema {
             ema.update(&params)?;
-            ema.swap(&params)?;
         }
-        let evaluated = evaluate_nodes(model, task, &task.split.val).map(|(val_acc, val_loss)| {
-            let better = best.as_ref().is_none_or(|b| {
-                val_acc > b.val_acc || (val_acc == b.val_acc && val_loss < b.val_loss)
-            });
-            let values = better.then(|| params.iter().map(|p| p.to_array()).collect());
-            (val_acc, val_loss, values)
-        });
-        if let Some(ema) = &mut ema {
-            ema.swap(&params)?;
-        }
-        let (val_acc, val_loss, values) = evaluated?;
+        let (val_acc, val_loss, values) = super::validate_epoch(
+            &params,
+            ema.as_mut(),
+            best.as_ref().map(|b| (b.val_acc, b.val_loss)),
+            || evaluate_nodes(model, task, &task.split.val),
+        )?;
         if let Some(values) = values {
             best = Some(Snapshot {
                 val_acc,
