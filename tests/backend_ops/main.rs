@@ -40,6 +40,8 @@ macro_rules! backend_tests {
 mod elementwise;
 mod layers;
 mod matmul;
+#[cfg(feature = "wgpu")]
+mod pool;
 mod reduce;
 mod segment;
 mod shape;
@@ -51,18 +53,23 @@ mod sparse;
 pub fn wgpu_backend() -> Option<hdgcn::backend::Wgpu> {
     use std::sync::OnceLock;
     static DEVICE: OnceLock<Option<hdgcn::backend::Wgpu>> = OnceLock::new();
-    DEVICE
-        .get_or_init(|| match hdgcn::backend::Wgpu::new() {
-            Ok(b) => Some(b),
-            Err(e) => {
-                if std::env::var("CI").is_ok_and(|v| v == "true") {
-                    panic!("CI=true but the wgpu backend is unavailable: {e}");
-                }
-                eprintln!("skipping wgpu tests: {e}");
-                None
+    DEVICE.get_or_init(open_wgpu).clone()
+}
+
+/// A wgpu device of the caller's own (with its own buffer pool), or `None`
+/// (after saying why) when there is no adapter outside CI.
+#[cfg(feature = "wgpu")]
+pub fn open_wgpu() -> Option<hdgcn::backend::Wgpu> {
+    match hdgcn::backend::Wgpu::new() {
+        Ok(b) => Some(b),
+        Err(e) => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("CI=true but the wgpu backend is unavailable: {e}");
             }
-        })
-        .clone()
+            eprintln!("skipping wgpu tests: {e}");
+            None
+        }
+    }
 }
 
 /// The `f64` reference backend.

@@ -16,7 +16,9 @@
 //! Buffers come from a size-bucketed pool. A tensor's buffer returns to the
 //! pool when the last handle drops; since all work runs in recording order on
 //! one queue, a buffer may be reused by later dispatches even before the
-//! submission that read it has finished.
+//! submission that read it has finished. Buffers created with their
+//! contents (uploads) are freed on drop instead, so the pool holds only
+//! sizes that kernels allocate.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -54,10 +56,11 @@ pub(crate) struct Kernel {
     pub entry: &'static str,
 }
 
-/// A pooled GPU buffer; returns to the pool on drop.
+/// A GPU buffer. One from [`Context::alloc`] returns to the pool on drop;
+/// one from [`Context::upload_bytes`] is freed (see there).
 pub(crate) struct Buf {
     raw: Option<wgpu::Buffer>,
-    pool: Arc<Mutex<Pool>>,
+    pool: Option<Arc<Mutex<Pool>>>,
 }
 
 impl Buf {
@@ -69,7 +72,8 @@ impl Buf {
 impl Drop for Buf {
     fn drop(&mut self) {
         if let Some(b) = self.raw.take()
-            && let Ok(mut pool) = self.pool.lock()
+            && let Some(pool) = &self.pool
+            && let Ok(mut pool) = pool.lock()
         {
             pool.give(b);
         }
@@ -93,6 +97,22 @@ pub(crate) struct Pool {
 const POOL_CAP_BYTES: u64 = 2 << 30;
 
 impl Pool {
+    /// Number of free buffers held.
+    pub(crate) fn buffers(&self) -> usize {
+        self.free.values().map(Vec::len).sum()
+    }
+
+    /// Total size of the free buffers held, in bytes.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Frees every buffer held.
+    pub(crate) fn clear(&mut self) {
+        self.free.clear();
+        self.bytes = 0;
+    }
+
     fn take(&mut self, size: u64) -> Option<wgpu::Buffer> {
         let b = self.free.get_mut(&size)?.pop()?;
         self.bytes -= size;
@@ -209,12 +229,18 @@ impl Context {
         });
         Buf {
             raw: Some(raw),
-            pool: self.pool.clone(),
+            pool: Some(self.pool.clone()),
         }
     }
 
     /// A new buffer holding `data` (written at creation, so it is ordered
     /// before every later dispatch).
+    ///
+    /// It is freed on drop, not pooled: uploads never take a pooled buffer
+    /// (writing one with `Queue::write_buffer` would run before commands
+    /// still recorded against its previous contents), so pooling them would
+    /// add one buffer to the pool per upload, up to the pool's byte cap
+    /// (tens of thousands of small buffers over a training run).
     pub(crate) fn upload_bytes(&self, data: &[u8]) -> Buf {
         let size = round_size(data.len() as u64);
         let mut contents = data.to_vec();
@@ -230,8 +256,13 @@ impl Context {
             });
         Buf {
             raw: Some(raw),
-            pool: self.pool.clone(),
+            pool: None,
         }
+    }
+
+    /// The pool of free buffers (for statistics and clearing).
+    pub(crate) fn pool(&self) -> std::sync::MutexGuard<'_, Pool> {
+        self.pool.lock().expect("pool lock")
     }
 
     fn pipeline(&self, k: &Kernel) -> Arc<wgpu::ComputePipeline> {

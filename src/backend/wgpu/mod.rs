@@ -83,6 +83,38 @@ impl Wgpu {
         self.ctx.flush();
     }
 
+    /// Number of free GPU buffers the backend keeps for reuse.
+    ///
+    /// A dropped tensor's buffer goes to a pool, by size, and the next
+    /// tensor of that size takes it; uploaded data gets a buffer of its own,
+    /// freed on drop. A loop that repeats the same computation therefore
+    /// reaches a steady pool after its first pass.
+    ///
+    /// ```no_run
+    /// use hdgcn::backend::{Backend, Wgpu};
+    /// let gpu = Wgpu::new()?;
+    /// let x = gpu.upload(ndarray::Array2::<f32>::ones((64, 64)).view());
+    /// drop(gpu.matmul(&x, &x, false, false)); // its buffer goes to the pool
+    /// assert_eq!(gpu.pooled_buffers(), 1);
+    /// gpu.release_pooled_buffers();
+    /// assert_eq!((gpu.pooled_buffers(), gpu.pooled_bytes()), (0, 0));
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    pub fn pooled_buffers(&self) -> usize {
+        self.ctx.pool().buffers()
+    }
+
+    /// Total size of the pooled free buffers, in bytes (at most 2 GiB are kept).
+    pub fn pooled_bytes(&self) -> u64 {
+        self.ctx.pool().bytes()
+    }
+
+    /// Frees every pooled buffer (after a phase whose tensor sizes will not
+    /// recur, say). Live tensors are not affected.
+    pub fn release_pooled_buffers(&self) {
+        self.ctx.pool().clear();
+    }
+
     /// Largest tensor, in entries, that one storage binding can hold on this adapter.
     pub fn max_tensor_len(&self) -> u64 {
         self.ctx.max_binding_elems()
