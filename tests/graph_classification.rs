@@ -468,6 +468,28 @@ fn params(m: &GraphClassifier<Cpu<f64>>) -> Vec<Array2<f64>> {
 }
 
 #[test]
+fn a_diverging_run_stops_before_a_non_finite_update() {
+    let mut rng = StdRng::seed_from_u64(15);
+    let data = cycles_and_stars(&mut rng, 40);
+    let (train, val) = data.split_at(30);
+    let mut m = small_f64_gcn(3);
+    // Adam moves every weight by about lr per step: after the first step the
+    // logits overflow, and the run must stop before that reaches the weights.
+    let diverge = GraphTrainConfig {
+        lr: 1e200,
+        patience: None,
+        ..cfg(3, GraphOptimizer::Adam)
+    };
+    let err = train_graph_classifier(&mut m, train, val, val, &diverge).unwrap_err();
+    // The loss or the gradient norm (whichever is first non-finite).
+    assert!(matches!(err, Error::Numerical(_)), "{err:?}");
+    assert!(
+        params(&m).iter().all(|v| v.iter().all(|x| x.is_finite())),
+        "no NaN or infinite parameter"
+    );
+}
+
+#[test]
 fn the_learning_rate_follows_the_schedule_every_epoch() {
     let mut rng = StdRng::seed_from_u64(14);
     let data = cycles_and_stars(&mut rng, 60);

@@ -628,13 +628,16 @@ pub fn train_graph_classifier<B: Backend>(
                 let loss = logits
                     .log_softmax(Axis::Cols)
                     .nll_smoothed(&b.targets, cfg.label_smoothing)?;
+                // Backward first: on a GPU backend the device runs the
+                // forward pass while the host records the backward one.
+                let grads = loss.backward()?;
                 let value = loss.scalar()?;
                 if !value.is_finite() {
                     return Err(Error::Numerical(format!(
                         "training loss became {value} at epoch {epoch}"
                     )));
                 }
-                (value, loss.backward()?)
+                (value, grads)
             };
             step += 1;
             let norm = match cfg.clip_grad_norm {

@@ -234,15 +234,18 @@ pub fn train_node_classifier<B: Backend>(
             .log_softmax(Axis::Cols)
             .gather_rows(&train_idx)?
             .nll_smoothed(&train_y, cfg.label_smoothing)?;
-        // Checked before any update, so a diverged step leaves the
+        // The backward pass is recorded before the loss is read, so that on
+        // a GPU backend the device runs the forward pass while the host
+        // records the backward one (reading the loss waits for the device).
+        // Both checks come before any update, so a diverged step leaves the
         // parameters (and the best snapshot) as they were.
+        let grads = loss.backward()?;
         final_loss = loss.scalar()?;
         if !final_loss.is_finite() {
             return Err(Error::Numerical(format!(
                 "training loss became {final_loss} at epoch {epoch}"
             )));
         }
-        let grads = loss.backward()?;
         let norm = grad_norm(&backend, &grads);
         if !norm.is_finite() {
             return Err(Error::Numerical(format!(
