@@ -33,6 +33,21 @@ fn uploads_are_freed_not_pooled() {
 }
 
 #[test]
+fn a_dropped_result_is_pooled_and_taken_again() {
+    let Some(b) = open_wgpu() else { return };
+    let x = up(&b, &rand_array(64, 64, 7, -1.0, 1.0));
+    drop(b.matmul(&x, &x, false, false));
+    assert_eq!((b.pooled_buffers(), b.pooled_bytes()), (1, 64 * 64 * 4));
+    // The next result of that size takes the pooled buffer.
+    let y = b.matmul(&x, &x, false, true);
+    assert_eq!((b.pooled_buffers(), b.pooled_bytes()), (0, 0));
+    drop(y);
+    assert_eq!(b.pooled_buffers(), 1);
+    b.release_pooled_buffers();
+    assert_eq!((b.pooled_buffers(), b.pooled_bytes()), (0, 0));
+}
+
+#[test]
 fn a_repeated_pass_reaches_a_steady_pool() {
     let Some(b) = open_wgpu() else { return };
     // Each column of the softmax sums to 1 over the segment.
