@@ -12,7 +12,7 @@
 
 use hdgcn::Float;
 use hdgcn::attention::MvcAttnConfig;
-use hdgcn::autograd::{Index, Segments, SparseMatrix, Tape, Var};
+use hdgcn::autograd::{Index, Param, Segments, SparseMatrix, Tape, Var};
 use hdgcn::backend::{Backend, Cpu, SegmentReduce};
 use hdgcn::conv::{ChebConv, DeviceGraph, GcnConv, GraphConv, HdChebConfig};
 use hdgcn::graph::{Batch, Graph};
@@ -362,27 +362,34 @@ fn losses<B: Backend<Elem = f32>>(b: &B) {
     );
 }
 
+/// Eight steps of `opt` on `conv` over `(g, x)`, minimising the probe of
+/// `seed`; `after` sees the parameters after each step.
+fn eight_steps<B2: Backend>(
+    bk: &B2,
+    conv: &GcnConv<B2>,
+    opt: &mut dyn Optimizer<B2>,
+    (g, x, seed): (&Graph, &Array2<f64>, u64),
+    mut after: impl FnMut(&[Param<B2>]),
+) {
+    let dg = DeviceGraph::new(bk, g.clone());
+    let params = conv.params();
+    for _ in 0..8 {
+        let grads = {
+            let t = Tape::new(bk);
+            let y = conv.forward(&t, &dg, &constant(&t, x).into()).unwrap();
+            probe(&t, &y, seed).backward().unwrap()
+        };
+        opt.step(&params, &grads).unwrap();
+        after(&params);
+    }
+}
+
 /// Eight steps of SGD (momentum), Adam, AdamW and AdaBelief through the
 /// [`Optimizer`] trait, on a GCN, identical on both backends.
 fn optimisers_train_identically<B: Backend<Elem = f32>>(b: &B) {
     let g = random_graph(18, 0.25, 24);
     let x = rand_array(18, 5, 25, -1.0, 1.0);
     let r = reference();
-    fn run<B2: Backend>(
-        bk: &B2,
-        conv: &GcnConv<B2>,
-        opt: &mut dyn Optimizer<B2>,
-        g: &Graph,
-        x: &Array2<f64>,
-    ) {
-        let dg = DeviceGraph::new(bk, g.clone());
-        for _ in 0..8 {
-            let t = Tape::new(bk);
-            let y = conv.forward(&t, &dg, &constant(&t, x).into()).unwrap();
-            let grads = probe(&t, &y, 26).backward().unwrap();
-            opt.step(&conv.params(), &grads).unwrap();
-        }
-    }
     let optimisers = ["sgd", "adam", "adamw", "adabelief"];
     for name in optimisers {
         let c32 = GcnConv::new(b, 5, 4, &mut rng()).unwrap();
@@ -419,8 +426,8 @@ fn optimisers_train_identically<B: Backend<Elem = f32>>(b: &B) {
         }
         let mut o32 = build!(B);
         let mut o64 = build!(Cpu<f64>);
-        run(b, &c32, o32.as_mut(), &g, &x);
-        run(&r, &c64, o64.as_mut(), &g, &x);
+        eight_steps(b, &c32, o32.as_mut(), (&g, &x, 26), |_| {});
+        eight_steps(&r, &c64, o64.as_mut(), (&g, &x, 26), |_| {});
         for ((pname, p), (_, q)) in c32.named_params().iter().zip(c64.named_params().iter()) {
             assert_close(
                 &format!("{name}: {pname} after 8 steps"),
@@ -444,21 +451,12 @@ fn moving_average_of_the_weights<B: Backend<Elem = f32>>(b: &B) {
         g: &Graph,
         x: &Array2<f64>,
     ) -> Vec<Array2<f64>> {
-        let dg = DeviceGraph::new(bk, g.clone());
         let params = conv.params();
         let mut opt = AdamConfig::default().lr(0.05).build::<B2>().unwrap();
         let mut ema = ExponentialMovingAverage::new(&params, 0.7)
             .unwrap()
             .with_warmup(true);
-        for _ in 0..8 {
-            let grads = {
-                let t = Tape::new(bk);
-                let y = conv.forward(&t, &dg, &constant(&t, x).into()).unwrap();
-                probe(&t, &y, 29).backward().unwrap()
-            };
-            opt.step(&params, &grads).unwrap();
-            ema.update(&params).unwrap();
-        }
+        eight_steps(bk, conv, &mut opt, (g, x, 29), |p| ema.update(p).unwrap());
         let weights: Vec<_> = params.iter().map(|p| to_f64(bk, &p.value())).collect();
         ema.swap(&params).unwrap();
         let mut out: Vec<_> = params.iter().map(|p| to_f64(bk, &p.value())).collect();
