@@ -20,7 +20,7 @@ use hdgcn::attention::{MvcAttnConfig, Routing};
 use hdgcn::autograd::SparseMatrix;
 use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
-use hdgcn::conv::{DeviceGraph, HdChebConfig};
+use hdgcn::conv::{DeviceGraph, GraphConv, HdChebConfig};
 use hdgcn::data::{Planetoid, data_root, geom_gcn_dir, geom_gcn_split, planetoid_dir};
 use hdgcn::graph::Graph;
 use hdgcn::models::NodeClassifier;
@@ -94,6 +94,11 @@ struct Args {
     /// MVCAttn routing of the dynamic HDGCN: attention | votes (math.md §4).
     #[arg(long, default_value = "attention")]
     routing: Routing,
+    /// Output layer of the hdgcn models: linear (the paper's softmax
+    /// classifier on H) | gcn (a GCN layer to the classes, `Â H W + b`,
+    /// `NodeClassifier::with_gcn_head`) [default: linear].
+    #[arg(long, value_enum, ignore_case = true)]
+    head: Option<Head>,
     /// Scale-invariant MVCAttn scores (dynamic HDGCN): LayerNorm on the node
     /// states and on Ŝ where they enter the scores (`MvcAttnConfig::score_norm`).
     #[arg(long)]
@@ -128,6 +133,15 @@ enum Split {
     Full,
 }
 
+/// `--head`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Head {
+    /// `Linear(hidden -> classes)` after dropout (the paper's classifier).
+    Linear,
+    /// `GcnConv(hidden -> classes)` after the activation and dropout.
+    Gcn,
+}
+
 fn main() {
     common::main::<Args>();
 }
@@ -146,6 +160,16 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
     let hd = matches!(model_kind, ModelKind::Hdgcn | ModelKind::HdgcnStatic);
     let k = args.k.unwrap_or(if hd { 6 } else { 3 });
     let hidden = args.hidden.unwrap_or(if hd { 64 } else { 16 });
+    let head = match (hd, args.head) {
+        (true, h) => Some(h.unwrap_or(Head::Linear)),
+        (false, None) => None,
+        (false, Some(_)) => {
+            return Err(hdgcn::Error::InvalidConfig(format!(
+                "--head applies to --model hdgcn and hdgcn-static, not {}",
+                flag_name(&model_kind)
+            )));
+        }
+    };
     let root = data_root(args.data_dir.as_deref());
     let data = Planetoid::load(&planetoid_dir(&root), &args.dataset)?;
     let graph = Graph::from_edges(data.num_nodes(), &data.edges)?;
@@ -176,18 +200,22 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         let mut model = match model_kind {
             ModelKind::Gcn => NodeClassifier::gcn(backend, d, h, c, args.dropout, &mut rng)?,
             ModelKind::Cheb => NodeClassifier::cheb(backend, d, h, c, k, args.dropout, &mut rng)?,
-            ModelKind::Hdgcn => {
-                let mut attn = MvcAttnConfig::new(h);
-                attn.supernodes = args.supernodes;
-                attn.routing = args.routing;
-                attn.score_norm = args.score_norm;
-                let conv = HdChebConfig::in_model(d, h, k, args.dropout)
-                    .build_dynamic(backend, &mut rng, &attn)?;
-                NodeClassifier::new(vec![Box::new(conv)], args.dropout, Activation::Relu)?
-                    .with_head(backend, c, &mut rng)?
-            }
-            ModelKind::HdgcnStatic => {
-                NodeClassifier::hdgcn_static(backend, d, h, c, k, args.dropout, &mut rng)?
+            ModelKind::Hdgcn | ModelKind::HdgcnStatic => {
+                let cfg = HdChebConfig::in_model(d, h, k, args.dropout);
+                let conv: Box<dyn GraphConv<_>> = if model_kind == ModelKind::Hdgcn {
+                    let mut attn = MvcAttnConfig::new(h);
+                    attn.supernodes = args.supernodes;
+                    attn.routing = args.routing;
+                    attn.score_norm = args.score_norm;
+                    Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
+                } else {
+                    Box::new(cfg.build_static(backend, &mut rng)?)
+                };
+                let model = NodeClassifier::new(vec![conv], args.dropout, Activation::Relu)?;
+                match head {
+                    Some(Head::Gcn) => model.with_gcn_head(backend, c, &mut rng)?,
+                    _ => model.with_head(backend, c, &mut rng)?,
+                }
             }
         };
         let cfg = NodeTrainConfig {
@@ -246,6 +274,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "supernodes": (model_kind == ModelKind::Hdgcn).then_some(args.supernodes),
             "routing": (model_kind == ModelKind::Hdgcn).then_some(args.routing.as_str()),
             "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.score_norm),
+            "head": head.map(|h| flag_name(&h)),
             "epochs": epochs,
             "patience": patience,
             "lr": args.lr,

@@ -82,6 +82,51 @@ impl<B: Backend> NodeClassifier<B> {
         Ok(self)
     }
 
+    /// Adds a graph-convolutional output layer: a [`GcnConv`] from the
+    /// last convolution's width to `classes`, appended to the convolutions,
+    /// so the logits are `Â H W + b` (the second layer of Kipf & Welling's
+    /// GCN) where [`NodeClassifier::with_head`] gives `H W + b`. Its
+    /// parameters read `conv{L+1}.lin.weight` and `conv{L+1}.bias`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] if the classifier has no convolution or
+    /// already has a linear head (one output layer at most); zero `classes`
+    /// as [`GcnConv::new`].
+    ///
+    /// ```
+    /// use hdgcn::backend::Cpu;
+    /// use hdgcn::models::NodeClassifier;
+    /// use rand::{SeedableRng, rngs::StdRng};
+    ///
+    /// let cpu = Cpu::<f64>::new();
+    /// let mut rng = StdRng::seed_from_u64(0);
+    /// // HDGCN-static (K = 2, 8 wide), then GCN(8 -> 3) instead of Linear(8 -> 3).
+    /// let model = NodeClassifier::hdgcn_static(&cpu, 5, 8, 3, 2, 0.5, &mut rng)?;
+    /// assert!(model.with_gcn_head(&cpu, 3, &mut rng).is_err()); // has a linear head
+    /// let mut plain = NodeClassifier::hdgcn_static(&cpu, 5, 8, 3, 2, 0.5, &mut rng)?;
+    /// plain.head = None;
+    /// let model = plain.with_gcn_head(&cpu, 3, &mut rng)?;
+    /// assert_eq!(model.convs.len(), 2);
+    /// assert_eq!(model.convs[1].out_channels(), 3);
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    pub fn with_gcn_head<R: Rng + ?Sized>(
+        mut self,
+        backend: &B,
+        classes: usize,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let width = self.last_conv()?.out_channels();
+        if self.head.is_some() {
+            return Err(Error::InvalidConfig(
+                "this node classifier already has a linear head; give it one output layer".into(),
+            ));
+        }
+        self.convs
+            .push(Box::new(GcnConv::new(backend, width, classes, rng)?));
+        Ok(self)
+    }
+
     /// HDGCN for node classification: one dynamic [`HdChebConv`](crate::conv::HdChebConv)
     /// (MVCAttn transitions with `supernodes` supernodes, `in -> hidden`,
     /// `K` even), then dropout and a linear classifier.
