@@ -95,19 +95,22 @@ impl<B: Backend> NodeClassifier<B> {
     ///
     /// ```
     /// use hdgcn::backend::Cpu;
+    /// use hdgcn::conv::HdChebConfig;
     /// use hdgcn::models::NodeClassifier;
+    /// use hdgcn::nn::Activation;
     /// use rand::{SeedableRng, rngs::StdRng};
     ///
     /// let cpu = Cpu::<f64>::new();
     /// let mut rng = StdRng::seed_from_u64(0);
-    /// // HDGCN-static (K = 2, 8 wide), then GCN(8 -> 3) instead of Linear(8 -> 3).
-    /// let model = NodeClassifier::hdgcn_static(&cpu, 5, 8, 3, 2, 0.5, &mut rng)?;
-    /// assert!(model.with_gcn_head(&cpu, 3, &mut rng).is_err()); // has a linear head
-    /// let mut plain = NodeClassifier::hdgcn_static(&cpu, 5, 8, 3, 2, 0.5, &mut rng)?;
-    /// plain.head = None;
-    /// let model = plain.with_gcn_head(&cpu, 3, &mut rng)?;
+    /// // HDGCN-static (5 features -> 8, K = 2), then GCN(8 -> 3 classes).
+    /// let conv = HdChebConfig::in_model(5, 8, 2, 0.5).build_static(&cpu, &mut rng)?;
+    /// let model = NodeClassifier::new(vec![Box::new(conv)], 0.5, Activation::Relu)?
+    ///     .with_gcn_head(&cpu, 3, &mut rng)?;
     /// assert_eq!(model.convs.len(), 2);
     /// assert_eq!(model.convs[1].out_channels(), 3);
+    /// // One output layer: a model with a linear head refuses a second.
+    /// let linear = NodeClassifier::hdgcn_static(&cpu, 5, 8, 3, 2, 0.5, &mut rng)?;
+    /// assert!(linear.with_gcn_head(&cpu, 3, &mut rng).is_err());
     /// # Ok::<(), hdgcn::Error>(())
     /// ```
     pub fn with_gcn_head<R: Rng + ?Sized>(
