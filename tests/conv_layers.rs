@@ -1,5 +1,8 @@
 //! GcnConv and ChebConv: gradient checks and dense reference computations.
 
+mod common;
+
+use common::dense_gcn;
 use hdgcn::autograd::gradcheck::check_params;
 use hdgcn::autograd::{SparseMatrix, Tape};
 use hdgcn::backend::Cpu;
@@ -31,14 +34,6 @@ fn dense(g: &Graph) -> Array2<f64> {
 
 fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
     Array2::from_shape_fn((r, c), |_| rng.random_range(-1.0..1.0))
-}
-
-/// Â = D̂^{-1/2}(A + I)D̂^{-1/2} written out densely (symmetric graph, no self loops).
-fn dense_gcn(a: &Array2<f64>) -> Array2<f64> {
-    let n = a.nrows();
-    let ai = a + &Array2::<f64>::eye(n);
-    let d: Vec<f64> = (0..n).map(|i| ai.row(i).sum()).collect();
-    Array2::from_shape_fn((n, n), |(i, j)| ai[[i, j]] / (d[i] * d[j]).sqrt())
 }
 
 /// Scaled sym Laplacian 2L/λ - I written out densely.

@@ -1,5 +1,7 @@
 //! HdChebConv (static variant): dense reference, gradient check, validation.
 
+mod common;
+
 use hdgcn::autograd::Tape;
 use hdgcn::autograd::gradcheck::check_params;
 use hdgcn::backend::Cpu;
@@ -29,11 +31,7 @@ fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
 }
 
 fn dense_gcn(g: &Graph) -> Array2<f64> {
-    let a = g.adjacency().to_dense();
-    let n = a.nrows();
-    let ai = &a + &Array2::<f64>::eye(n);
-    let d: Vec<f64> = (0..n).map(|i| ai.row(i).sum()).collect();
-    Array2::from_shape_fn((n, n), |(i, j)| ai[[i, j]] / (d[i] * d[j]).sqrt())
+    common::dense_gcn(&g.adjacency().to_dense())
 }
 
 fn relu(a: Array2<f64>) -> Array2<f64> {

@@ -1,14 +1,18 @@
 //! `train_node_classifier` with dense input features and with inputs that
 //! must fail before (or without) changing the model.
 
+mod common;
+
+use std::collections::HashMap;
+
 use hdgcn::Error;
 use hdgcn::autograd::{SparseMatrix, Tape};
 use hdgcn::backend::Cpu;
-use hdgcn::conv::DeviceGraph;
+use hdgcn::conv::{DeviceGraph, HdChebConfig};
 use hdgcn::data::Split;
 use hdgcn::graph::Graph;
 use hdgcn::models::NodeClassifier;
-use hdgcn::nn::{Features, Module};
+use hdgcn::nn::{Activation, Features, Module};
 use hdgcn::optim::LrScheduleKind;
 use hdgcn::train::{
     NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes, train_node_classifier,
@@ -339,26 +343,36 @@ fn the_moving_average_of_the_weights_is_what_gets_selected() {
 #[test]
 fn a_gcn_head_propagates_the_logits_over_the_graph() {
     let cpu = C::new();
-    let mut rng = StdRng::seed_from_u64(11);
-    let (graph, x, _, _) = two_cliques(&mut rng);
-    let n = graph.num_nodes();
-    let hd = || NodeClassifier::hdgcn_static(&cpu, 4, 6, 2, 2, 0.5, &mut StdRng::seed_from_u64(3));
-    // One output layer at most.
-    let err = hd().unwrap().with_gcn_head(&cpu, 2, &mut rng).unwrap_err();
-    assert!(
-        err.to_string().contains("already has a linear head"),
-        "{err}"
-    );
-    let mut plain = hd().unwrap();
-    plain.head = None;
-    let mut m = plain.with_gcn_head(&cpu, 2, &mut rng).unwrap();
+    let (graph, x, _, _) = two_cliques(&mut StdRng::seed_from_u64(11));
+    // HDGCN-static (4 -> 6, K = 2), then GCN(6 -> 2 classes).
+    let gcn_head = |seed: u64| {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let conv = HdChebConfig::in_model(4, 6, 2, 0.5)
+            .build_static(&cpu, &mut rng)
+            .unwrap();
+        NodeClassifier::new(vec![Box::new(conv)], 0.5, Activation::Relu)
+            .unwrap()
+            .with_gcn_head(&cpu, 2, &mut rng)
+            .unwrap()
+    };
+    let mut m = gcn_head(3);
     let names: Vec<String> = m.named_params().into_iter().map(|(s, _)| s).collect();
     assert!(names.contains(&"conv2.lin.weight".to_string()), "{names:?}");
     assert!(names.contains(&"conv2.bias".to_string()), "{names:?}");
     assert!(!names.iter().any(|s| s.starts_with("head")), "{names:?}");
-    m.set_training(false);
+    // One output layer at most.
+    let linear = NodeClassifier::hdgcn_static(&cpu, 4, 6, 2, 2, 0.5, &mut StdRng::seed_from_u64(3));
+    let err = linear
+        .unwrap()
+        .with_gcn_head(&cpu, 2, &mut StdRng::seed_from_u64(3))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("already has a linear head"),
+        "{err}"
+    );
 
-    // Reference: relu(HD layer) -> D^-1/2 (A + I) D^-1/2 H W + b, dense.
+    // Reference: Â relu(HD layer) W + b with Â written out densely.
+    m.set_training(false);
     let dgraph = DeviceGraph::new(&cpu, graph.clone());
     let tape = Tape::inference(&cpu);
     let xf = Features::Dense(tape.constant_array(&x));
@@ -367,38 +381,26 @@ fn a_gcn_head_propagates_the_logits_over_the_graph() {
         .unwrap()
         .to_array()
         .mapv(|v| v.max(0.0));
-    let mut a = Array2::<f64>::eye(n);
-    for (w, (u, v)) in graph.adjacency() {
-        a[[u, v]] += *w;
-    }
-    let deg = a.sum_axis(ndarray::Axis(1)).mapv(|d| 1.0 / d.sqrt());
-    let a_hat = Array2::from_shape_fn((n, n), |(i, j)| deg[i] * a[[i, j]] * deg[j]);
-    let p = |name: &str| {
-        m.named_params()
-            .into_iter()
-            .find(|(s, _)| s == name)
-            .unwrap()
-            .1
-            .to_array()
-    };
-    let want = a_hat.dot(&h).dot(&p("conv2.lin.weight")) + &p("conv2.bias");
+    let params: HashMap<String, Array2<f64>> = m
+        .named_params()
+        .into_iter()
+        .map(|(s, p)| (s, p.to_array()))
+        .collect();
+    let (w, b) = (&params["conv2.lin.weight"], &params["conv2.bias"]);
+    let want = common::dense_gcn(&graph.adjacency().to_dense())
+        .dot(&h)
+        .dot(w)
+        + b;
     let got = m.forward(&tape, &dgraph, &xf).unwrap().to_array();
-    assert_eq!(got.dim(), (n, 2));
+    assert_eq!(got.dim(), (graph.num_nodes(), 2));
     for (g, w) in got.iter().zip(want.iter()) {
         assert!((g - w).abs() < 1e-12, "{g} vs {w}");
     }
     // The propagation matters: the linear-head logits H W + b differ.
-    let unpropagated = h.dot(&p("conv2.lin.weight")) + &p("conv2.bias");
-    let diff = (&got - &unpropagated).mapv(f64::abs).sum();
+    let diff = (&got - &(h.dot(w) + b)).mapv(f64::abs).sum();
     assert!(diff > 1e-3, "{diff}");
 
     // And it trains: the two cliques are separated on the test nodes.
-    let t = dense_task(&cpu, 11);
-    let mut m = hd().unwrap();
-    m.head = None;
-    let mut m = m
-        .with_gcn_head(&cpu, 2, &mut StdRng::seed_from_u64(4))
-        .unwrap();
-    let report = train_node_classifier(&mut m, &t, &cfg()).unwrap();
+    let report = train_node_classifier(&mut gcn_head(4), &dense_task(&cpu, 11), &cfg()).unwrap();
     assert!(report.test_acc >= 0.9, "{report:?}");
 }
