@@ -1,7 +1,7 @@
 //! Document classification on the TextGCN corpora (R8, R52, MR, Ohsumed):
 //! one graph per document (distinct words as nodes, edges within a sliding
 //! window), word embeddings trained from scratch or read from a GloVe file,
-//! a graph convolution, a readout (`--readout`, the paper's gated one by
+//! one or more graph convolutions (`--layers`), a readout (`--readout`, the paper's gated one by
 //! default) and a linear classifier.
 //!
 //! ```text
@@ -63,6 +63,11 @@ struct Args {
     /// Hidden width.
     #[arg(long, default_value_t = 64)]
     hidden: usize,
+    /// Graph convolutions stacked before the readout (the first maps the
+    /// word vectors to --hidden, the others --hidden to --hidden; the paper
+    /// uses 1).
+    #[arg(long, default_value_t = 1)]
+    layers: usize,
     /// Width of embeddings trained from scratch (default: --hidden); ignored
     /// with --embeddings, whose file sets the width.
     #[arg(long)]
@@ -261,27 +266,33 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         };
         let d = emb.weight.shape().1;
         let h = args.hidden;
-        let conv: Box<dyn GraphConv<B>> = match model_kind {
-            ModelKind::Gcn => Box::new(GcnConv::new(backend, d, h, &mut rng)?),
-            ModelKind::Cheb => Box::new(ChebConvConfig::new(d, h, k).build(backend, &mut rng)?),
-            ModelKind::Hdgcn => {
-                let cfg = HdChebConfig::in_model(d, h, k, args.dropout);
-                let mut attn = MvcAttnConfig::new(h);
-                attn.supernodes = args.supernodes;
-                attn.routing = args.routing;
-                attn.score_norm = args.score_norm;
-                Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
-            }
-            ModelKind::HdgcnStatic => {
-                let cfg = HdChebConfig::in_model(d, h, k, args.dropout);
-                Box::new(cfg.build_static(backend, &mut rng)?)
-            }
-        };
+        let mut convs: Vec<Box<dyn GraphConv<B>>> = Vec::with_capacity(args.layers);
+        for layer in 0..args.layers {
+            let d_in = if layer == 0 { d } else { h };
+            convs.push(match model_kind {
+                ModelKind::Gcn => Box::new(GcnConv::new(backend, d_in, h, &mut rng)?),
+                ModelKind::Cheb => {
+                    Box::new(ChebConvConfig::new(d_in, h, k).build(backend, &mut rng)?)
+                }
+                ModelKind::Hdgcn => {
+                    let cfg = HdChebConfig::in_model(d_in, h, k, args.dropout);
+                    let mut attn = MvcAttnConfig::new(h);
+                    attn.supernodes = args.supernodes;
+                    attn.routing = args.routing;
+                    attn.score_norm = args.score_norm;
+                    Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
+                }
+                ModelKind::HdgcnStatic => {
+                    let cfg = HdChebConfig::in_model(d_in, h, k, args.dropout);
+                    Box::new(cfg.build_static(backend, &mut rng)?)
+                }
+            });
+        }
         let readout = args.readout.build(backend, h, &mut rng)?;
         let classifier = Linear::new(backend, h, corpus.num_classes(), true, &mut rng)?;
         let mut model = GraphClassifier::new(
             Some(InputLayer::Embedding(emb)),
-            vec![conv],
+            convs,
             readout,
             classifier,
             args.dropout,
@@ -358,6 +369,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "routing": (model_kind == ModelKind::Hdgcn).then_some(args.routing.as_str()),
             "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.score_norm),
             "hidden": args.hidden,
+            "layers": args.layers,
             "embed_dim": embed_dim,
             "embed_init_std": args.embed_init_std,
             "window": args.window,
