@@ -99,6 +99,11 @@ struct Args {
     /// `NodeClassifier::with_gcn_head`) [default: linear].
     #[arg(long, value_enum, ignore_case = true)]
     head: Option<Head>,
+    /// Non-linearity of the hdgcn models: σ inside the HD-ChebConv and the
+    /// activation before the output layer: relu | leaky_relu | elu | gelu |
+    /// tanh | sigmoid | identity (`nn::Activation`) [default: relu].
+    #[arg(long)]
+    activation: Option<String>,
     /// Scale-invariant MVCAttn scores (dynamic HDGCN): LayerNorm on the node
     /// states and on Ŝ where they enter the scores (`MvcAttnConfig::score_norm`).
     #[arg(long)]
@@ -170,6 +175,16 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             )));
         }
     };
+    let activation = match (hd, args.activation.as_deref()) {
+        (_, None) => Activation::Relu,
+        (true, Some(name)) => name.parse::<Activation>()?,
+        (false, Some(_)) => {
+            return Err(hdgcn::Error::InvalidConfig(format!(
+                "--activation applies to --model hdgcn and hdgcn-static, not {}",
+                flag_name(&model_kind)
+            )));
+        }
+    };
     let root = data_root(args.data_dir.as_deref());
     let data = Planetoid::load(&planetoid_dir(&root), &args.dataset)?;
     let graph = Graph::from_edges(data.num_nodes(), &data.edges)?;
@@ -201,7 +216,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             ModelKind::Gcn => NodeClassifier::gcn(backend, d, h, c, args.dropout, &mut rng)?,
             ModelKind::Cheb => NodeClassifier::cheb(backend, d, h, c, k, args.dropout, &mut rng)?,
             ModelKind::Hdgcn | ModelKind::HdgcnStatic => {
-                let cfg = HdChebConfig::in_model(d, h, k, args.dropout);
+                let mut cfg = HdChebConfig::in_model(d, h, k, args.dropout);
+                cfg.activation = activation;
                 let conv: Box<dyn GraphConv<_>> = if model_kind == ModelKind::Hdgcn {
                     let mut attn = MvcAttnConfig::new(h);
                     attn.supernodes = args.supernodes;
@@ -211,7 +227,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                 } else {
                     Box::new(cfg.build_static(backend, &mut rng)?)
                 };
-                let model = NodeClassifier::new(vec![conv], args.dropout, Activation::Relu)?;
+                let model = NodeClassifier::new(vec![conv], args.dropout, activation)?;
                 match head {
                     Some(Head::Gcn) => model.with_gcn_head(backend, c, &mut rng)?,
                     _ => model.with_head(backend, c, &mut rng)?,
@@ -275,6 +291,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "routing": (model_kind == ModelKind::Hdgcn).then_some(args.routing.as_str()),
             "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.score_norm),
             "head": head.map(|h| flag_name(&h)),
+            "activation": hd.then(|| args.activation.as_deref().unwrap_or("relu").to_ascii_lowercase()),
             "epochs": epochs,
             "patience": patience,
             "lr": args.lr,

@@ -63,6 +63,11 @@ struct Args {
     /// Hidden width.
     #[arg(long, default_value_t = 64)]
     hidden: usize,
+    /// Non-linearity after every convolution and, in the hdgcn models, σ
+    /// inside the HD-ChebConv: relu | leaky_relu | elu | gelu | tanh |
+    /// sigmoid | identity (`nn::Activation`).
+    #[arg(long, default_value = "relu")]
+    activation: String,
     /// Graph convolutions stacked before the readout (the first maps the
     /// word vectors to --hidden, the others --hidden to --hidden; the paper
     /// uses 1).
@@ -216,6 +221,7 @@ impl Example for Args {
 
 fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgcn::Result<()> {
     let model_kind = args.model;
+    let activation: Activation = args.activation.parse()?;
     let root = data_root(args.data_dir.as_deref());
     let corpus = TextCorpus::load(&text_gcn_dir(&root), &args.dataset)?;
     let train_all = corpus.train_indices();
@@ -275,7 +281,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                     Box::new(ChebConvConfig::new(d_in, h, k).build(backend, &mut rng)?)
                 }
                 ModelKind::Hdgcn => {
-                    let cfg = HdChebConfig::in_model(d_in, h, k, args.dropout);
+                    let mut cfg = HdChebConfig::in_model(d_in, h, k, args.dropout);
+                    cfg.activation = activation;
                     let mut attn = MvcAttnConfig::new(h);
                     attn.supernodes = args.supernodes;
                     attn.routing = args.routing;
@@ -283,7 +290,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                     Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
                 }
                 ModelKind::HdgcnStatic => {
-                    let cfg = HdChebConfig::in_model(d_in, h, k, args.dropout);
+                    let mut cfg = HdChebConfig::in_model(d_in, h, k, args.dropout);
+                    cfg.activation = activation;
                     Box::new(cfg.build_static(backend, &mut rng)?)
                 }
             });
@@ -296,7 +304,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             readout,
             classifier,
             args.dropout,
-            Activation::Relu,
+            activation,
         )?;
         if let Some(pe) = position_encoding {
             model = model.with_position_encoding(pe)?;
@@ -370,6 +378,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.score_norm),
             "hidden": args.hidden,
             "layers": args.layers,
+            "activation": args.activation.to_ascii_lowercase(),
             "embed_dim": embed_dim,
             "embed_init_std": args.embed_init_std,
             "window": args.window,
