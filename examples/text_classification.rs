@@ -1,8 +1,8 @@
 //! Document classification on the TextGCN corpora (R8, R52, MR, Ohsumed):
 //! one graph per document (distinct words as nodes, edges within a sliding
 //! window), word embeddings trained from scratch or read from a GloVe file,
-//! one or more graph convolutions (`--layers`), a readout (`--readout`, the paper's gated one by
-//! default) and a linear classifier.
+//! one or more graph convolutions (`--layers`), a readout (`--readout`, the
+//! paper's gated one by default) and a linear classifier.
 //!
 //! ```text
 //! cargo run --release --example text_classification -- --dataset r8 --model hdgcn-static --json
@@ -222,6 +222,11 @@ impl Example for Args {
 fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgcn::Result<()> {
     let model_kind = args.model;
     let activation: Activation = args.activation.parse()?;
+    if args.layers == 0 {
+        return Err(hdgcn::Error::InvalidConfig(
+            "--layers must be at least 1 (graph convolutions before the readout)".into(),
+        ));
+    }
     let root = data_root(args.data_dir.as_deref());
     let corpus = TextCorpus::load(&text_gcn_dir(&root), &args.dataset)?;
     let train_all = corpus.train_indices();
