@@ -285,19 +285,18 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                 ModelKind::Cheb => {
                     Box::new(ChebConvConfig::new(d_in, h, k).build(backend, &mut rng)?)
                 }
-                ModelKind::Hdgcn => {
+                ModelKind::Hdgcn | ModelKind::HdgcnStatic => {
                     let mut cfg = HdChebConfig::in_model(d_in, h, k, args.dropout);
                     cfg.activation = activation;
-                    let mut attn = MvcAttnConfig::new(h);
-                    attn.supernodes = args.supernodes;
-                    attn.routing = args.routing;
-                    attn.score_norm = args.score_norm;
-                    Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
-                }
-                ModelKind::HdgcnStatic => {
-                    let mut cfg = HdChebConfig::in_model(d_in, h, k, args.dropout);
-                    cfg.activation = activation;
-                    Box::new(cfg.build_static(backend, &mut rng)?)
+                    if model_kind == ModelKind::Hdgcn {
+                        let mut attn = MvcAttnConfig::new(h);
+                        attn.supernodes = args.supernodes;
+                        attn.routing = args.routing;
+                        attn.score_norm = args.score_norm;
+                        Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
+                    } else {
+                        Box::new(cfg.build_static(backend, &mut rng)?)
+                    }
                 }
             });
         }
