@@ -15,12 +15,11 @@ mod common;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use common::{Accuracies, Example, ModelKind, flag_name, parse_runs};
-use hdgcn::attention::{MvcAttnConfig, Routing};
+use common::{Accuracies, AttnFlags, Example, ModelKind, flag_name, parse_runs};
 use hdgcn::autograd::SparseMatrix;
 use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
-use hdgcn::conv::{DeviceGraph, GraphConv, HdChebConfig};
+use hdgcn::conv::{DeviceGraph, HdChebConfig};
 use hdgcn::data::{Planetoid, data_root, geom_gcn_dir, geom_gcn_split, planetoid_dir};
 use hdgcn::graph::Graph;
 use hdgcn::models::NodeClassifier;
@@ -88,12 +87,8 @@ struct Args {
     /// NormalizeFeatures and Kipf & Welling).
     #[arg(long)]
     raw_features: bool,
-    /// Supernodes M of MVCAttn (hdgcn).
-    #[arg(long, default_value_t = 10)]
-    supernodes: usize,
-    /// MVCAttn routing of the dynamic HDGCN: attention | votes (math.md §4).
-    #[arg(long, default_value = "attention")]
-    routing: Routing,
+    #[command(flatten)]
+    attn: AttnFlags,
     /// Output layer of the hdgcn models: linear (the paper's softmax
     /// classifier on H) | gcn (a GCN layer to the classes, `Â H W + b`,
     /// `NodeClassifier::with_gcn_head`) [default: linear].
@@ -104,10 +99,6 @@ struct Args {
     /// tanh | sigmoid | identity (`nn::Activation`) [default: relu].
     #[arg(long)]
     activation: Option<String>,
-    /// Scale-invariant MVCAttn scores (dynamic HDGCN): LayerNorm on the node
-    /// states and on Ŝ where they enter the scores (`MvcAttnConfig::score_norm`).
-    #[arg(long)]
-    score_norm: bool,
     /// Base seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -218,15 +209,9 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             ModelKind::Hdgcn | ModelKind::HdgcnStatic => {
                 let mut cfg = HdChebConfig::in_model(d, h, k, args.dropout);
                 cfg.activation = activation;
-                let conv: Box<dyn GraphConv<_>> = if model_kind == ModelKind::Hdgcn {
-                    let mut attn = MvcAttnConfig::new(h);
-                    attn.supernodes = args.supernodes;
-                    attn.routing = args.routing;
-                    attn.score_norm = args.score_norm;
-                    Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
-                } else {
-                    Box::new(cfg.build_static(backend, &mut rng)?)
-                };
+                let conv = args
+                    .attn
+                    .hd_cheb_conv(backend, model_kind, &cfg, &mut rng)?;
                 let model = NodeClassifier::new(vec![conv], args.dropout, activation)?;
                 match head {
                     Some(Head::Gcn) => model.with_gcn_head(backend, c, &mut rng)?,
@@ -287,9 +272,9 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "runs": args.runs,
             "k": if model_kind == ModelKind::Gcn { None } else { Some(k) },
             "hidden": hidden,
-            "supernodes": (model_kind == ModelKind::Hdgcn).then_some(args.supernodes),
-            "routing": (model_kind == ModelKind::Hdgcn).then_some(args.routing.as_str()),
-            "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.score_norm),
+            "supernodes": (model_kind == ModelKind::Hdgcn).then_some(args.attn.supernodes),
+            "routing": (model_kind == ModelKind::Hdgcn).then_some(args.attn.routing.as_str()),
+            "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.attn.score_norm),
             "head": head.map(|h| flag_name(&h)),
             "activation": hd.then(|| args.activation.as_deref().unwrap_or("relu").to_ascii_lowercase()),
             "epochs": epochs,

@@ -18,8 +18,7 @@ mod common;
 use std::path::PathBuf;
 
 use clap::Parser;
-use common::{Accuracies, Example, ModelKind, flag_name, parse_runs};
-use hdgcn::attention::{MvcAttnConfig, Routing};
+use common::{Accuracies, AttnFlags, Example, ModelKind, flag_name, parse_runs};
 use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
@@ -50,16 +49,8 @@ struct Args {
     /// Chebyshev order K (hdgcn*: even, default 6; cheb: terms, default 3).
     #[arg(long)]
     k: Option<usize>,
-    /// Supernodes M of MVCAttn (dynamic HDGCN).
-    #[arg(long, default_value_t = 10)]
-    supernodes: usize,
-    /// MVCAttn routing of the dynamic HDGCN: attention | votes (math.md §4).
-    #[arg(long, default_value = "attention")]
-    routing: Routing,
-    /// Scale-invariant MVCAttn scores (dynamic HDGCN): LayerNorm on the node
-    /// states and on Ŝ where they enter the scores (`MvcAttnConfig::score_norm`).
-    #[arg(long)]
-    score_norm: bool,
+    #[command(flatten)]
+    attn: AttnFlags,
     /// Hidden width.
     #[arg(long, default_value_t = 64)]
     hidden: usize,
@@ -288,15 +279,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                 ModelKind::Hdgcn | ModelKind::HdgcnStatic => {
                     let mut cfg = HdChebConfig::in_model(d_in, h, k, args.dropout);
                     cfg.activation = activation;
-                    if model_kind == ModelKind::Hdgcn {
-                        let mut attn = MvcAttnConfig::new(h);
-                        attn.supernodes = args.supernodes;
-                        attn.routing = args.routing;
-                        attn.score_norm = args.score_norm;
-                        Box::new(cfg.build_dynamic(backend, &mut rng, &attn)?)
-                    } else {
-                        Box::new(cfg.build_static(backend, &mut rng)?)
-                    }
+                    args.attn
+                        .hd_cheb_conv(backend, model_kind, &cfg, &mut rng)?
                 }
             });
         }
@@ -377,9 +361,9 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "model": flag_name(&model_kind),
             "runs": args.runs,
             "k": (model_kind != ModelKind::Gcn).then_some(k),
-            "supernodes": (model_kind == ModelKind::Hdgcn).then_some(args.supernodes),
-            "routing": (model_kind == ModelKind::Hdgcn).then_some(args.routing.as_str()),
-            "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.score_norm),
+            "supernodes": (model_kind == ModelKind::Hdgcn).then_some(args.attn.supernodes),
+            "routing": (model_kind == ModelKind::Hdgcn).then_some(args.attn.routing.as_str()),
+            "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.attn.score_norm),
             "hidden": args.hidden,
             "layers": args.layers,
             "activation": args.activation.to_ascii_lowercase(),

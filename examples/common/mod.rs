@@ -1,6 +1,7 @@
 //! What the training examples (`planetoid`, `text_classification`) share:
-//! running on the backend `--device` picks, the `--model` names, `--runs`
-//! validation and the accuracy summary of the runs.
+//! running on the backend `--device` picks, the `--model` names, the
+//! HD-ChebConv of the hdgcn models, `--runs` validation and the accuracy
+//! summary of the runs.
 //!
 //! Not an example itself: cargo builds only `examples/*.rs` and
 //! `examples/*/main.rs`; each example includes this file with `mod common;`.
@@ -8,7 +9,9 @@
 use std::path::Path;
 
 use clap::{Parser, ValueEnum};
+use hdgcn::attention::{MvcAttnConfig, Routing};
 use hdgcn::backend::{Backend, Device, WithBackend};
+use hdgcn::conv::{GraphConv, HdChebConfig};
 use hdgcn::util::mean_std;
 
 /// An example's parsed arguments, which know how to run on any backend.
@@ -60,6 +63,50 @@ pub enum ModelKind {
     Hdgcn,
     /// HD-ChebConv with the static `Â²` transition.
     HdgcnStatic,
+}
+
+/// The MVCAttn flags of the dynamic HDGCN (`#[command(flatten)]` into an
+/// example's arguments).
+#[derive(clap::Args, Debug)]
+pub struct AttnFlags {
+    /// Supernodes M of MVCAttn (dynamic HDGCN).
+    #[arg(long, default_value_t = 10)]
+    pub supernodes: usize,
+    /// MVCAttn routing of the dynamic HDGCN: attention | votes (math.md §4).
+    #[arg(long, default_value = "attention")]
+    pub routing: Routing,
+    /// Scale-invariant MVCAttn scores (dynamic HDGCN): LayerNorm on the node
+    /// states and on Ŝ where they enter the scores (`MvcAttnConfig::score_norm`).
+    #[arg(long)]
+    pub score_norm: bool,
+}
+
+impl AttnFlags {
+    /// The HD-ChebConv of `--model hdgcn` (MVCAttn transitions configured
+    /// by these flags) or `--model hdgcn-static` (`Â²`), built from `cfg`;
+    /// any other model is an error.
+    pub fn hd_cheb_conv<B: Backend, R: rand::Rng>(
+        &self,
+        backend: &B,
+        model: ModelKind,
+        cfg: &HdChebConfig,
+        rng: &mut R,
+    ) -> hdgcn::Result<Box<dyn GraphConv<B>>> {
+        match model {
+            ModelKind::Hdgcn => {
+                let mut attn = MvcAttnConfig::new(cfg.hidden);
+                attn.supernodes = self.supernodes;
+                attn.routing = self.routing;
+                attn.score_norm = self.score_norm;
+                Ok(Box::new(cfg.build_dynamic(backend, rng, &attn)?))
+            }
+            ModelKind::HdgcnStatic => Ok(Box::new(cfg.build_static(backend, rng)?)),
+            other => Err(hdgcn::Error::InvalidConfig(format!(
+                "{} is not an HD-ChebConv model",
+                flag_name(&other)
+            ))),
+        }
+    }
 }
 
 /// The flag value of `v` (clap's name for it), as the summaries report it.
