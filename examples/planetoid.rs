@@ -176,6 +176,9 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             )));
         }
     };
+    if let Some(warning) = lr_width_warning(model_kind, args.lr, hidden) {
+        eprintln!("{warning}");
+    }
     let root = data_root(args.data_dir.as_deref());
     let data = Planetoid::load(&planetoid_dir(&root), &args.dataset)?;
     let graph = Graph::from_edges(data.num_nodes(), &data.edges)?;
@@ -296,4 +299,46 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         println!("{j}");
     }
     Ok(())
+}
+
+/// The largest `lr × hidden` at which HDGCN (the dynamic variant) trained on
+/// every measured run on Cora with Adam (docs/results.md, "Why wide dynamic
+/// layers collapse"): the collapse sets in between 0.9 and 1.1.
+const HDGCN_MAX_LR_WIDTH: f64 = 0.75;
+
+/// A warning for an HDGCN run whose learning rate times hidden width lies
+/// above [`HDGCN_MAX_LR_WIDTH`]. At initialisation the dynamic transition
+/// hands every node the same vector, so the gradients of its `h x h`
+/// weights are rank one, and Adam's first steps (`lr · sign(G)`) change
+/// each of them by `lr · h` in spectral norm.
+fn lr_width_warning(model: ModelKind, lr: f64, hidden: usize) -> Option<String> {
+    let product = lr * hidden as f64;
+    (model == ModelKind::Hdgcn && product > HDGCN_MAX_LR_WIDTH).then(|| {
+        format!(
+            "warning: --lr {lr} x --hidden {hidden} = {product:.2}. On Cora HDGCN ended at \
+             the majority class in every measured run with lr x hidden >= 1.1 and trained in \
+             every run with <= {HDGCN_MAX_LR_WIDTH}: use --lr {:.2e} or lower \
+             (docs/results.md, \"Why wide dynamic layers collapse\")",
+            HDGCN_MAX_LR_WIDTH / hidden as f64
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warns_only_for_the_dynamic_variant_above_the_measured_boundary() {
+        let w = lr_width_warning(ModelKind::Hdgcn, 0.01, 128).expect("1.28 is above 0.75");
+        assert!(w.contains("= 1.28"), "{w}");
+        assert!(w.contains("--lr 5.86e-3"), "{w}");
+        // The paper's width at the default rate: 0.64.
+        assert_eq!(lr_width_warning(ModelKind::Hdgcn, 0.01, 64), None);
+        assert_eq!(lr_width_warning(ModelKind::Hdgcn, 0.005, 150), None);
+        assert!(lr_width_warning(ModelKind::Hdgcn, 0.005, 151).is_some());
+        for m in [ModelKind::HdgcnStatic, ModelKind::Gcn, ModelKind::Cheb] {
+            assert_eq!(lr_width_warning(m, 0.01, 128), None, "{m:?}");
+        }
+    }
 }

@@ -45,6 +45,16 @@ impl<B: Backend> Transition<B> for MvcAttn<B> {
 }
 
 /// Hyper-parameters of [`HdChebConv`] (hdgcn-math.md §3).
+///
+/// # Learning rate and width
+///
+/// With MVCAttn transitions, keep Adam's learning rate times `hidden` at or
+/// below about 0.75. At initialisation each transition hands every node the
+/// same vector, so the gradients of the `h x h` value weights are rank one
+/// and Adam's first steps change each of them by `lr × hidden` in spectral
+/// norm. On Cora the dynamic layer collapsed to the majority class once the
+/// product passed 0.9–1.1, at every width from 32 to 256 (`docs/results.md`,
+/// "Why wide dynamic layers collapse").
 #[derive(Debug, Clone, PartialEq)]
 pub struct HdChebConfig {
     /// Input width.
