@@ -694,3 +694,76 @@ fn identical_nodes_give_uniform_maps_and_one_output_row() {
     assert!(normalized_entropy(maps.forward[0].view()).unwrap() < 1.0 - 1e-6);
     assert!(normalized_entropy(maps.backward[0].view()).unwrap() < 1.0 - 1e-6);
 }
+
+/// The largest 2 x 2 minor of `g` relative to `|g|_F²`: 0 exactly when `g`
+/// has rank at most one.
+fn rank_one_defect(g: &Array2<f64>) -> f64 {
+    let (r, c) = g.dim();
+    let mut worst: f64 = 0.0;
+    for i in 0..r {
+        for k in 0..r {
+            for j in 0..c {
+                for l in 0..c {
+                    worst = worst.max((g[[i, j]] * g[[k, l]] - g[[i, l]] * g[[k, j]]).abs());
+                }
+            }
+        }
+    }
+    worst / g.iter().map(|v| v * v).sum::<f64>()
+}
+
+/// With the forward query weights at zero, `A_f` is uniform, every supernode
+/// receives the same `Ŝ` row and every node the same output row. Then the
+/// gradients of both value weights are outer products (rank one), and the
+/// backward query and key weights get no gradient at all: the mechanism
+/// behind the collapse of wide HDGCN layers under Adam (docs/results.md,
+/// "Why wide dynamic layers collapse"). With a random query weight none of
+/// this holds.
+#[test]
+fn uniform_forward_attention_gives_rank_one_value_gradients() {
+    use hdgcn::backend::Backend;
+    let cpu = B::new();
+    let (h, n) = (4, 6);
+    let seg = Segments::new(&cpu, &[0, n]).unwrap();
+    let z = rand_mat(&mut StdRng::seed_from_u64(61), n, h);
+    for uniform in [true, false] {
+        let l = layer(&config(h, 3, Routing::Attention), 62);
+        if uniform {
+            set_param(&l, "fcattn.q.weight", Array2::zeros((h, 2)));
+        }
+        let tape = Tape::with_seed(&cpu, 0);
+        let out = l.forward(&tape, &tape.constant_array(&z), &seg).unwrap();
+        let rows_spread = {
+            let o = out.to_array();
+            max_abs_diff(&o, &o.row(0).broadcast((n, h)).unwrap().to_owned())
+        };
+        let grads = weigh(&out, 63).unwrap().backward().unwrap();
+        let grad = |name: &str| {
+            let (_, p) = l
+                .named_params()
+                .into_iter()
+                .find(|(n, _)| n == name)
+                .unwrap();
+            cpu.download(grads.get(&p).expect(name))
+        };
+        let norm = |g: &Array2<f64>| g.iter().map(|v| v * v).sum::<f64>().sqrt();
+        let (fv, bv) = (grad("fcattn.v.weight"), grad("bcattn.v.weight"));
+        let (bq, bk) = (grad("bcattn.q.weight"), grad("bcattn.k.weight"));
+        assert!(norm(&fv) > 1e-3 && norm(&bv) > 1e-3, "{fv} {bv}");
+        if uniform {
+            assert!(rows_spread < 1e-12, "output rows differ by {rows_spread}");
+            for (name, g) in [("fcattn.v", &fv), ("bcattn.v", &bv)] {
+                let d = rank_one_defect(g);
+                assert!(d < 1e-12, "{name}: rank-one defect {d}");
+            }
+            assert!(norm(&bq) < 1e-12 && norm(&bk) < 1e-12, "{bq} {bk}");
+        } else {
+            assert!(rows_spread > 1e-3, "{rows_spread}");
+            for (name, g) in [("fcattn.v", &fv), ("bcattn.v", &bv)] {
+                let d = rank_one_defect(g);
+                assert!(d > 1e-3, "{name}: rank-one defect only {d}");
+            }
+            assert!(norm(&bq) > 1e-3 && norm(&bk) > 1e-3, "{bq} {bk}");
+        }
+    }
+}
