@@ -279,7 +279,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "routing": (model_kind == ModelKind::Hdgcn).then_some(args.attn.routing.as_str()),
             "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.attn.score_norm),
             "head": head.map(|h| flag_name(&h)),
-            "activation": hd.then(|| args.activation.as_deref().unwrap_or("relu").to_ascii_lowercase()),
+            "activation": hd.then(|| activation.name()),
             "epochs": epochs,
             "patience": patience,
             "lr": args.lr,

@@ -366,7 +366,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.attn.score_norm),
             "hidden": args.hidden,
             "layers": args.layers,
-            "activation": args.activation.to_ascii_lowercase(),
+            "activation": activation.name(),
             "embed_dim": embed_dim,
             "embed_init_std": args.embed_init_std,
             "window": args.window,

@@ -433,3 +433,25 @@ fn positional_encoding_rejects_bad_settings_and_positions() {
     }
     assert_eq!(pe.encode::<f64>(&[]).unwrap().dim(), (0, 4));
 }
+
+#[test]
+fn activation_names_parse_back_to_their_kind() {
+    for a in [
+        Activation::Relu,
+        Activation::LeakyRelu(0.01),
+        Activation::Elu(1.0),
+        Activation::Sigmoid,
+        Activation::Tanh,
+        Activation::Gelu,
+        Activation::Identity,
+    ] {
+        assert_eq!(a.name().parse::<Activation>().unwrap(), a, "{}", a.name());
+    }
+    assert_eq!(
+        "LEAKY_RELU".parse::<Activation>().unwrap().name(),
+        "leaky_relu"
+    );
+    assert_eq!("none".parse::<Activation>().unwrap().name(), "identity");
+    let err = "swish".parse::<Activation>().unwrap_err().to_string();
+    assert!(err.contains("swish"), "{err}");
+}

@@ -27,6 +27,29 @@ pub enum Activation {
 }
 
 impl Activation {
+    /// The name [`FromStr`] parses into this kind of activation: `relu`,
+    /// `leaky_relu`, `elu`, `sigmoid`, `tanh`, `gelu` or `identity`. The
+    /// parameter (slope, alpha) is not part of the name.
+    ///
+    /// ```
+    /// use hdgcn::nn::Activation;
+    /// let a: Activation = "None".parse()?;
+    /// assert_eq!(a, Activation::Identity);
+    /// assert_eq!(a.name(), "identity");
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    pub fn name(&self) -> &'static str {
+        match self {
+            Activation::Relu => "relu",
+            Activation::LeakyRelu(_) => "leaky_relu",
+            Activation::Elu(_) => "elu",
+            Activation::Sigmoid => "sigmoid",
+            Activation::Tanh => "tanh",
+            Activation::Gelu => "gelu",
+            Activation::Identity => "identity",
+        }
+    }
+
     /// Applies the activation.
     pub fn apply<B: Backend>(&self, x: &Var<B>) -> Var<B> {
         match *self {
