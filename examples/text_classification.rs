@@ -23,7 +23,9 @@ use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
 use hdgcn::data::data_root;
-use hdgcn::data::text::{TextCorpus, Vocab, doc_graph, load_glove, text_gcn_dir, validation_split};
+use hdgcn::data::text::{
+    TextCorpus, TfIdf, Vocab, doc_graph, load_glove, text_gcn_dir, validation_split,
+};
 use hdgcn::models::{GraphClassifier, InputLayer};
 use hdgcn::nn::{Activation, Embedding, Linear, PositionalEncoding};
 use hdgcn::optim::LrScheduleKind;
@@ -75,6 +77,11 @@ struct Args {
     /// Graph readout: gated (the paper's) | mean-max | mean | max | sum | attention.
     #[arg(long, value_enum, ignore_case = true, default_value = "gated")]
     readout: ReadoutKind,
+    /// Readout weights of the word nodes: none (every node 1) | tfidf (the
+    /// node's TF-IDF in its document, `data::text::TfIdf`, fitted on the
+    /// training documents: with --readout mean a TF-IDF-weighted mean).
+    #[arg(long, value_enum, ignore_case = true, default_value = "none")]
+    node_weights: NodeWeights,
     /// Sliding-window width for word co-occurrence edges.
     #[arg(long, default_value_t = 3)]
     window: usize,
@@ -177,6 +184,15 @@ enum ReadoutKind {
     Attention,
 }
 
+/// The readout weights `--node-weights` offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum NodeWeights {
+    /// Every node weighs 1.
+    None,
+    /// `TfIdf::node_weights`: sublinear term frequency times smoothed idf.
+    Tfidf,
+}
+
 impl ReadoutKind {
     fn build<B: Backend, R: rand::Rng>(
         self,
@@ -223,12 +239,24 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
     let train_all = corpus.train_indices();
     let test_idx = corpus.test_indices();
     let vocab = Vocab::build(train_all.iter().map(|&i| &corpus.docs[i]), args.min_count);
+    let tfidf = match args.node_weights {
+        NodeWeights::None => None,
+        NodeWeights::Tfidf => Some(TfIdf::fit(
+            train_all.iter().map(|&i| &corpus.docs[i]),
+            &vocab,
+        )?),
+    };
     let samples: Vec<GraphSample> = corpus
         .docs
         .iter()
         .map(|d| {
             let g = doc_graph(d, &vocab, args.window)?;
-            GraphSample::new(g.graph, GraphFeatures::Tokens(g.node_tokens), g.label)
+            let w = tfidf.as_ref().map(|t| t.node_weights(&g)).transpose()?;
+            let s = GraphSample::new(g.graph, GraphFeatures::Tokens(g.node_tokens), g.label)?;
+            match w {
+                Some(w) => s.with_node_weights(w),
+                None => Ok(s),
+            }
         })
         .collect::<hdgcn::Result<_>>()?;
     let glove = match &args.embeddings {
@@ -371,6 +399,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "embed_init_std": args.embed_init_std,
             "window": args.window,
             "readout": flag_name(&args.readout),
+            "node_weights": flag_name(&args.node_weights),
             "lr": args.lr,
             "lr_schedule": args.lr_schedule.to_string(),
             "label_smoothing": args.label_smoothing,

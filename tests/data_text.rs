@@ -4,7 +4,8 @@
 
 use hdgcn::Error;
 use hdgcn::data::text::{
-    DocSplit, Document, MAX_GLOVE_DIM, TextCorpus, Vocab, doc_graph, load_glove, validation_split,
+    DocSplit, Document, MAX_GLOVE_DIM, TextCorpus, TfIdf, Vocab, doc_graph, load_glove,
+    validation_split,
 };
 use hdgcn::data::text_gcn_dir;
 use std::path::{Path, PathBuf};
@@ -335,6 +336,7 @@ fn doc_graph_merges_repeats_and_unknown_words() {
     let d = doc("x a a a y z");
     let g = doc_graph(&d, &v, 3).unwrap();
     assert_eq!(g.node_tokens, [0, v.id("a")]);
+    assert_eq!(g.node_counts, [3, 3], "three unknown words, three a's");
     assert_eq!(g.graph.num_edges(), 2);
     assert!(!g.graph.has_self_loops());
     // One distinct word: one node, no edge.
@@ -460,4 +462,102 @@ fn glove_loader() {
         Err(Error::MissingFile(_))
     ));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// TF-IDF computed the slow way: document frequency by scanning every
+/// training document for the word, term frequency by counting the word's
+/// tokens in the document.
+fn tfidf_reference(train: &[Document], d: &Document, word: &str, sublinear: bool) -> f64 {
+    let n = train.len() as f64;
+    let df = train
+        .iter()
+        .filter(|t| t.tokens.iter().any(|w| w == word))
+        .count() as f64;
+    let count = d.tokens.iter().filter(|w| *w == word).count() as f64;
+    let tf = if sublinear { 1.0 + count.ln() } else { count };
+    tf * (((1.0 + n) / (1.0 + df)).ln() + 1.0)
+}
+
+#[test]
+fn tfidf_node_weights_match_a_direct_count() {
+    let train = [
+        doc("heart attack heart failure"),
+        doc("heart valve"),
+        doc("attack of the valve valve valve"),
+        doc("failure"),
+    ];
+    let vocab = Vocab::build(&train, 1);
+    let tfidf = TfIdf::fit(&train, &vocab).unwrap();
+    let test = doc("valve heart unseen heart heart failure unseen");
+    for sublinear in [true, false] {
+        let t = tfidf.clone().with_sublinear_tf(sublinear);
+        for d in train.iter().chain([&test]) {
+            let g = doc_graph(d, &vocab, 3).unwrap();
+            let w = t.node_weights(&g).unwrap();
+            assert_eq!(w.len(), g.graph.num_nodes());
+            for (v, &id) in g.node_tokens.iter().enumerate() {
+                let word = vocab.token(id).unwrap();
+                let want = if id == 0 {
+                    0.0 // <unk> is ignored, as scikit-learn does
+                } else {
+                    tfidf_reference(&train, d, word, sublinear)
+                };
+                assert!(
+                    (w[v] - want).abs() < 1e-12,
+                    "{word} in {:?}: {} vs {want}",
+                    d.tokens,
+                    w[v]
+                );
+            }
+        }
+    }
+    // Hand-computed: "valve" is in 2 of 4 documents and 3 times in the
+    // third one: (1 + ln 3)(ln(5/3) + 1).
+    let g = doc_graph(&train[2], &vocab, 3).unwrap();
+    let w = tfidf.node_weights(&g).unwrap();
+    let valve = g
+        .node_tokens
+        .iter()
+        .position(|&id| id == vocab.id("valve"))
+        .unwrap();
+    assert!((w[valve] - (1.0 + 3f64.ln()) * ((5.0f64 / 3.0).ln() + 1.0)).abs() < 1e-12);
+    assert!(w.iter().all(|&x| x > 0.0));
+    // A document of unknown words only pools its one node evenly.
+    let g = doc_graph(&doc("zz yy zz"), &vocab, 3).unwrap();
+    assert_eq!(tfidf.node_weights(&g).unwrap(), [1.0]);
+    assert_eq!(tfidf.idf(0).unwrap(), 0.0);
+}
+
+#[test]
+fn tfidf_rejects_bad_input() {
+    let train = [doc("a b"), doc("b c")];
+    let vocab = Vocab::build(&train, 1);
+    assert!(matches!(
+        TfIdf::fit(std::iter::empty::<&Document>(), &vocab),
+        Err(Error::Empty(_))
+    ));
+    let tfidf = TfIdf::fit(&train, &vocab).unwrap();
+    assert!(matches!(
+        tfidf.idf(vocab.len()),
+        Err(Error::IndexOutOfRange { .. })
+    ));
+    // A graph built on a larger vocabulary than the one fitted.
+    let big = Vocab::build(&[doc("a b c d e f")], 1);
+    let g = doc_graph(&doc("f e"), &big, 3).unwrap();
+    assert!(matches!(
+        tfidf.node_weights(&g),
+        Err(Error::IndexOutOfRange { .. })
+    ));
+    // Counts that do not describe the nodes.
+    let mut g = doc_graph(&doc("a b"), &vocab, 3).unwrap();
+    g.node_counts.pop();
+    assert!(matches!(
+        tfidf.node_weights(&g),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    g.node_counts = vec![1, 0];
+    assert!(matches!(
+        tfidf.node_weights(&g),
+        Err(Error::InvalidConfig(_))
+    ));
 }

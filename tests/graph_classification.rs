@@ -11,7 +11,7 @@ use hdgcn::graph::{Batch, Graph};
 use hdgcn::models::{GraphClassifier, GraphInput, InputLayer, InputSpec};
 use hdgcn::nn::{Activation, Features, Linear, Module, PositionalEncoding};
 use hdgcn::optim::LrScheduleKind;
-use hdgcn::readout::{AttentionPooling, MeanMaxReadout};
+use hdgcn::readout::{AttentionPooling, MeanMaxReadout, MeanReadout};
 use hdgcn::train::{
     GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, evaluate_graphs,
     train_graph_classifier,
@@ -831,4 +831,185 @@ fn the_moving_average_of_the_weights_is_what_gets_selected() {
         let err = train_graph_classifier(&mut fresh(), train, val, val, &c).unwrap_err();
         assert!(err.to_string().contains("decay"), "{err}");
     }
+}
+
+/// A GCN stack with a mean readout, so weighted node states pool into
+/// `Σ_v w_v h_v / Σ_v w_v` when each graph's weights have mean 1.
+fn mean_readout_model(cpu: &Cpu<f64>, rng: &mut StdRng) -> GraphClassifier<Cpu<f64>> {
+    let input = InputLayer::Linear(Linear::new(cpu, 2, 3, true, rng).unwrap());
+    let convs: Vec<Box<dyn GraphConv<Cpu<f64>>>> =
+        vec![Box::new(GcnConv::new(cpu, 3, 4, rng).unwrap())];
+    let classifier = Linear::new(cpu, 4, 3, true, rng).unwrap();
+    GraphClassifier::new(
+        Some(input),
+        convs,
+        Box::new(MeanReadout),
+        classifier,
+        0.0,
+        Activation::Tanh,
+    )
+    .unwrap()
+}
+
+#[test]
+fn node_weights_pool_a_weighted_mean_and_gradients_check() {
+    let cpu = Cpu::<f64>::new();
+    let mut rng = StdRng::seed_from_u64(31);
+    let model = mean_readout_model(&cpu, &mut rng);
+    let graphs = [
+        undirected(3, &[(0, 1), (1, 2)]),
+        Graph::from_edges(1, &[]).unwrap(),
+        undirected(4, &[(0, 1), (0, 2), (0, 3)]),
+    ];
+    let raw: [&[f64]; 3] = [&[1.0, 2.0, 3.0], &[5.0], &[0.0, 1.0, 1.0, 2.0]];
+    // Each graph's weights divided by their mean, as the training helpers batch them.
+    let unit: Vec<f64> = raw
+        .iter()
+        .flat_map(|w| {
+            let mean = w.iter().sum::<f64>() / w.len() as f64;
+            w.iter().map(move |v| v / mean)
+        })
+        .collect();
+    let w = Array2::from_shape_vec((8, 1), unit).unwrap();
+    let x = Array2::from_shape_fn((8, 2), |_| rng.random_range(-1.0..1.0));
+    let batch = DeviceGraph::from_batch(&cpu, &Batch::new(&graphs).unwrap()).unwrap();
+    let t = Tape::inference(&cpu);
+    let input = GraphInput::Features(Features::Dense(t.constant(x.clone())));
+    let logits = model
+        .forward_weighted(&t, &batch, &input, Some(&t.constant(w.clone())))
+        .unwrap()
+        .to_array();
+    // Reference on the host: weighted mean of the node states, then the classifier.
+    let h = model.node_states(&t, &batch, &input).unwrap().to_array();
+    let (cw, cb) = (
+        model.classifier.weight.to_array(),
+        model.classifier.bias.as_ref().unwrap().to_array(),
+    );
+    let mut off = 0;
+    for (g, wg) in raw.iter().enumerate() {
+        let total: f64 = wg.iter().sum();
+        let mut pooled = ndarray::Array1::<f64>::zeros(4);
+        for (v, &wv) in wg.iter().enumerate() {
+            pooled.scaled_add(wv / total, &h.row(off + v));
+        }
+        let want = pooled.dot(&cw) + cb.row(0);
+        for (a, b) in logits.row(g).iter().zip(&want) {
+            assert!((a - b).abs() < 1e-12, "graph {g}: {a} vs {b}");
+        }
+        off += wg.len();
+    }
+    // Weighting changes the pooled rows of graphs with uneven weights only.
+    let plain = model.forward(&t, &batch, &input).unwrap().to_array();
+    assert!(
+        (&plain.row(0) - &logits.row(0))
+            .iter()
+            .any(|d| d.abs() > 1e-6)
+    );
+    assert_eq!(plain.row(1), logits.row(1));
+    // Wrong shape: an error, not a panic.
+    let bad = t.constant(Array2::ones((8, 2)));
+    assert!(matches!(
+        model.forward_weighted(&t, &batch, &input, Some(&bad)),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    let targets = Index::new(&cpu, &[2, 0, 1]).unwrap();
+    let rep = check_params(
+        &model.named_params(),
+        |t| {
+            let input = GraphInput::Features(Features::Dense(t.constant(x.clone())));
+            model
+                .forward_weighted(t, &batch, &input, Some(&t.constant(w.clone())))?
+                .log_softmax(Axis::Cols)
+                .nll(&targets)
+        },
+        1e-6,
+    )
+    .unwrap();
+    assert!(rep.max_error < 1e-6, "{rep:?}");
+}
+
+#[test]
+fn node_weights_in_training_are_scale_free_and_checked() {
+    let mut rng = StdRng::seed_from_u64(17);
+    let (train, val, test) = document_sets(&mut rng);
+    let weigh = |set: &[GraphSample], f: &dyn Fn(usize, usize) -> f64| -> Vec<GraphSample> {
+        set.iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let n = s.graph.num_nodes();
+                s.clone()
+                    .with_node_weights((0..n).map(|v| f(i, v)).collect())
+                    .unwrap()
+            })
+            .collect()
+    };
+    let cpu = Cpu::<f32>::new();
+    let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
+    let run = |tr: &[GraphSample], va: &[GraphSample], te: &[GraphSample]| {
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut model = GraphClassifier::gcn(&cpu, spec, 8, 1, 2, 0.0, &mut rng).unwrap();
+        model.readout = Box::new(MeanReadout);
+        let c = GraphTrainConfig {
+            patience: None,
+            ..cfg(4, GraphOptimizer::Adam)
+        };
+        train_graph_classifier(&mut model, tr, va, te, &c)
+    };
+    let losses = |r: &hdgcn::train::GraphTrainReport| -> Vec<f64> {
+        r.history.iter().map(|h| h.train_loss).collect()
+    };
+    let uneven = |i: usize, v: usize| 1.0 + ((i + 3 * v) % 5) as f64;
+    let plain = run(&train, &val, &test).unwrap();
+    let ones = |s: &[GraphSample]| weigh(s, &|_, _| 2.5);
+    let even = run(&ones(&train), &ones(&val), &ones(&test)).unwrap();
+    let w1 = |s: &[GraphSample]| weigh(s, &uneven);
+    let w3 = |s: &[GraphSample]| weigh(s, &|i, v| 3.0 * uneven(i, v));
+    let a = run(&w1(&train), &w1(&val), &w1(&test)).unwrap();
+    let b = run(&w3(&train), &w3(&val), &w3(&test)).unwrap();
+    assert_eq!(
+        losses(&plain),
+        losses(&even),
+        "equal weights are the plain mean"
+    );
+    assert_eq!(losses(&a), losses(&b), "only ratios within a graph count");
+    assert_ne!(losses(&a), losses(&plain), "uneven weights change the run");
+    // Some samples weighted, others not: an error naming the set.
+    let mut mixed = w1(&train);
+    mixed[4] = train[4].clone();
+    match run(&mixed, &val, &test) {
+        Err(Error::InvalidConfig(m)) => assert!(m.contains("training"), "{m}"),
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+    // Bad weights.
+    let s = &train[0];
+    let n = s.graph.num_nodes();
+    assert!(matches!(
+        s.clone().with_node_weights(vec![1.0; n + 1]),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    let mut nan = vec![1.0; n];
+    nan[1] = f64::NAN;
+    assert!(matches!(
+        s.clone().with_node_weights(nan),
+        Err(Error::NonFinite { .. })
+    ));
+    let mut neg = vec![1.0; n];
+    neg[0] = -1.0;
+    assert!(matches!(
+        s.clone().with_node_weights(neg),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        s.clone().with_node_weights(vec![0.0; n]),
+        Err(Error::InvalidConfig(_))
+    ));
+    // A subgraph keeps its nodes' weights; kept nodes that all weigh 0
+    // pool evenly.
+    let mut w = vec![0.0; n];
+    w[0] = 4.0;
+    let s = s.clone().with_node_weights(w).unwrap();
+    let sub = s.subgraph(&[1, 0]).unwrap();
+    assert_eq!(sub.node_weights, Some(vec![0.0, 4.0]));
+    let sub = s.subgraph(&[2, 1]).unwrap();
+    assert_eq!(sub.node_weights, Some(vec![1.0, 1.0]));
 }

@@ -355,6 +355,9 @@ pub struct DocGraph {
     /// order of first occurrence. All out-of-vocabulary words share one
     /// `<unk>` node (id 0).
     pub node_tokens: Vec<usize>,
+    /// How often each node's word occurs in the document (its term
+    /// frequency; every out-of-vocabulary occurrence counts for `<unk>`).
+    pub node_counts: Vec<usize>,
     /// The document's class id.
     pub label: usize,
 }
@@ -382,15 +385,19 @@ pub fn doc_graph(doc: &Document, vocab: &Vocab, window: usize) -> Result<DocGrap
     }
     let mut node_of: HashMap<usize, usize> = HashMap::new();
     let mut node_tokens = Vec::new();
+    let mut node_counts: Vec<usize> = Vec::new();
     let seq: Vec<usize> = doc
         .tokens
         .iter()
         .map(|t| {
             let v = vocab.id(t);
-            *node_of.entry(v).or_insert_with(|| {
+            let node = *node_of.entry(v).or_insert_with(|| {
                 node_tokens.push(v);
+                node_counts.push(0);
                 node_tokens.len() - 1
-            })
+            });
+            node_counts[node] += 1;
+            node
         })
         .collect();
     let mut edges = BTreeSet::new();
@@ -406,8 +413,143 @@ pub fn doc_graph(doc: &Document, vocab: &Vocab, window: usize) -> Result<DocGrap
     Ok(DocGraph {
         graph: Graph::from_edges(node_tokens.len(), &edges)?,
         node_tokens,
+        node_counts,
         label: doc.label,
     })
+}
+
+/// TF-IDF weights of the word nodes of [`DocGraph`]s, scikit-learn's
+/// `TfidfVectorizer(sublinear_tf=True)` weighting without its norm:
+///
+/// - `idf(t) = ln((1 + n) / (1 + df(t))) + 1` (smoothed), where `n` is the
+///   number of documents the weights were fitted on (pass the training
+///   documents only) and `df(t)` how many of them contain word `t`;
+/// - `tf(v) = 1 + ln(count)` (sublinear, the default) or `count`
+///   ([`TfIdf::with_sublinear_tf`]), where `count` is how often node `v`'s
+///   word occurs in the document ([`DocGraph::node_counts`]);
+/// - `w_v = tf(v) · idf(t_v)`, except that `<unk>` weighs 0, as
+///   scikit-learn ignores words outside its vocabulary, and a document
+///   whose nodes all weigh 0 gets weight 1 on every node.
+///
+/// The weights feed a weighted readout
+/// ([`GraphSample::with_node_weights`](crate::train::GraphSample::with_node_weights)):
+/// a mean readout of node states weighted by TF-IDF is what a linear model
+/// on TF-IDF features sees, the term frequency a graph of distinct words
+/// otherwise loses.
+///
+/// ```
+/// use hdgcn::data::text::{DocSplit, Document, TfIdf, Vocab, doc_graph};
+/// let doc = |text: &str| Document {
+///     id: String::new(),
+///     tokens: text.split(' ').map(str::to_string).collect(),
+///     label: 0,
+///     split: DocSplit::Train,
+/// };
+/// let train = [doc("a b a"), doc("a c")];
+/// let vocab = Vocab::build(&train, 1);
+/// let tfidf = TfIdf::fit(&train, &vocab)?;
+/// // "a" is in both documents, "b" in one: idf 1 and ln(3/2) + 1.
+/// let g = doc_graph(&train[0], &vocab, 3)?;
+/// let w = tfidf.node_weights(&g)?;
+/// assert!((w[0] - (1.0 + 2f64.ln())).abs() < 1e-12); // "a", twice
+/// assert!((w[1] - (1.5f64.ln() + 1.0)).abs() < 1e-12); // "b", once
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct TfIdf {
+    idf: Vec<f64>,
+    sublinear_tf: bool,
+}
+
+impl TfIdf {
+    /// Document frequencies of `vocab`'s words in `docs` (the training
+    /// documents), sublinear term frequency.
+    ///
+    /// # Errors
+    /// [`Error::Empty`] for no documents.
+    pub fn fit<'a>(docs: impl IntoIterator<Item = &'a Document>, vocab: &Vocab) -> Result<TfIdf> {
+        let mut df = vec![0usize; vocab.len()];
+        let mut n = 0usize;
+        let mut seen = vec![false; vocab.len()];
+        for d in docs {
+            n += 1;
+            let ids: Vec<usize> = d.tokens.iter().map(|t| vocab.id(t)).collect();
+            for &id in &ids {
+                if !seen[id] {
+                    seen[id] = true;
+                    df[id] += 1;
+                }
+            }
+            for &id in &ids {
+                seen[id] = false;
+            }
+        }
+        if n == 0 {
+            return Err(Error::Empty("TF-IDF fitted on no documents".into()));
+        }
+        let n = n as f64;
+        let mut idf: Vec<f64> = df
+            .iter()
+            .map(|&c| ((1.0 + n) / (1.0 + c as f64)).ln() + 1.0)
+            .collect();
+        idf[0] = 0.0;
+        Ok(TfIdf {
+            idf,
+            sublinear_tf: true,
+        })
+    }
+
+    /// `true`: `tf = 1 + ln(count)` (the default); `false`: `tf = count`.
+    pub fn with_sublinear_tf(mut self, sublinear: bool) -> TfIdf {
+        self.sublinear_tf = sublinear;
+        self
+    }
+
+    /// The smoothed idf of vocabulary id `id` (0 for `<unk>`, id 0).
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for an id outside the fitted vocabulary.
+    pub fn idf(&self, id: usize) -> Result<f64> {
+        self.idf.get(id).copied().ok_or(Error::IndexOutOfRange {
+            what: "vocabulary id for idf",
+            index: id,
+            len: self.idf.len(),
+        })
+    }
+
+    /// One weight per node of `g`, in node order (see the type's docs).
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for a token outside the fitted
+    /// vocabulary; [`Error::ShapeMismatch`] if `g` has not one count per
+    /// node; [`Error::InvalidConfig`] for a zero count.
+    pub fn node_weights(&self, g: &DocGraph) -> Result<Vec<f64>> {
+        if g.node_counts.len() != g.node_tokens.len() {
+            return Err(Error::shape(
+                "TF-IDF node weights",
+                format!("{} node counts (one per node)", g.node_tokens.len()),
+                format!("{}", g.node_counts.len()),
+            ));
+        }
+        let mut w = Vec::with_capacity(g.node_tokens.len());
+        for (&id, &count) in g.node_tokens.iter().zip(&g.node_counts) {
+            if count == 0 {
+                return Err(Error::InvalidConfig(format!(
+                    "node of vocabulary id {id} has term count 0"
+                )));
+            }
+            let tf = if self.sublinear_tf {
+                1.0 + (count as f64).ln()
+            } else {
+                count as f64
+            };
+            w.push(tf * self.idf(id)?);
+        }
+        if w.iter().all(|&x| x == 0.0) {
+            w.fill(1.0);
+        }
+        Ok(w)
+    }
 }
 
 /// Seeded random hold-out of a validation set from the training indices.

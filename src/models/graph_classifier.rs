@@ -356,7 +356,61 @@ impl<B: Backend> GraphClassifier<B> {
         graph: &DeviceGraph<B>,
         x: &GraphInput<B>,
     ) -> Result<Var<B>> {
-        let h = self.node_states(tape, graph, x)?;
+        self.forward_weighted(tape, graph, x, None)
+    }
+
+    /// Class logits with the readout pooling `w_v · h_v`: `weights` is
+    /// `N x 1` (or `None`, which is [`GraphClassifier::forward`]). With
+    /// each graph's weights at mean 1 (as the training helpers batch
+    /// [`GraphSample::node_weights`](crate::train::GraphSample::node_weights))
+    /// a [`MeanReadout`](crate::readout::MeanReadout) gives the weighted
+    /// mean `Σ_v w_v h_v / Σ_v w_v`, e.g. a TF-IDF-weighted mean of a
+    /// document's word nodes. The weights are data: no gradient reaches
+    /// them through a constant.
+    ///
+    /// ```
+    /// use hdgcn::autograd::{Index, Tape};
+    /// use hdgcn::backend::Cpu;
+    /// use hdgcn::conv::DeviceGraph;
+    /// use hdgcn::graph::Graph;
+    /// use hdgcn::models::{GraphClassifier, GraphInput, InputSpec};
+    /// use rand::SeedableRng;
+    ///
+    /// let cpu = Cpu::<f64>::new();
+    /// let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    /// let model = GraphClassifier::gcn(&cpu, InputSpec::Tokens { vocab: 10, dim: 4 }, 4, 1, 2, 0.0, &mut rng)?;
+    /// let doc = DeviceGraph::new(&cpu, Graph::from_edges(2, &[(0, 1), (1, 0)])?);
+    /// let words = GraphInput::Tokens(Index::new(&cpu, &[3, 7])?);
+    /// let tape = Tape::inference(&cpu);
+    /// let ones = tape.constant_array(&ndarray::arr2(&[[1.0], [1.0]]));
+    /// let plain = model.forward(&tape, &doc, &words)?.to_array();
+    /// let weighted = model.forward_weighted(&tape, &doc, &words, Some(&ones))?.to_array();
+    /// assert_eq!(plain, weighted);
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`GraphClassifier::forward`]; [`Error::ShapeMismatch`] if
+    /// `weights` is not `N x 1`.
+    pub fn forward_weighted(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        x: &GraphInput<B>,
+        weights: Option<&Var<B>>,
+    ) -> Result<Var<B>> {
+        let mut h = self.node_states(tape, graph, x)?;
+        if let Some(w) = weights {
+            let n = h.shape().0;
+            if w.shape() != (n, 1) {
+                return Err(Error::shape(
+                    "graph classifier node weights",
+                    format!("({n}, 1)"),
+                    format!("{:?}", w.shape()),
+                ));
+            }
+            h = h.mul(w)?;
+        }
         let seg = graph.segments_or_whole()?;
         let g = self.readout.forward(tape, &h, &seg)?;
         let g = self.dropout.forward(&g)?;

@@ -9,7 +9,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
-use crate::autograd::{Index, Tape};
+use crate::autograd::{Index, Tape, Var};
 use crate::backend::{Axis, Backend};
 use crate::conv::DeviceGraph;
 use crate::error::{Error, Result};
@@ -69,6 +69,13 @@ pub struct GraphSample {
     pub features: GraphFeatures,
     /// The class.
     pub label: usize,
+    /// Optional relative weight of each node in the readout (set by
+    /// [`GraphSample::with_node_weights`]): when batched, each graph's
+    /// weights are divided by their mean, and the model's readout pools
+    /// `w_v · h_v` ([`GraphClassifier::forward_weighted`]), so a mean
+    /// readout becomes the weighted mean `Σ_v w_v h_v / Σ_v w_v`. `None`:
+    /// every node weighs 1.
+    pub node_weights: Option<Vec<f64>>,
 }
 
 impl GraphSample {
@@ -82,9 +89,38 @@ impl GraphSample {
             graph,
             features,
             label,
+            node_weights: None,
         };
         s.check_shape()?;
         Ok(s)
+    }
+
+    /// The sample with readout weights `w`, one per node (for text graphs,
+    /// [`TfIdf::node_weights`](crate::data::text::TfIdf::node_weights)).
+    /// Only the weights' ratios within the graph matter.
+    ///
+    /// ```
+    /// use hdgcn::graph::Graph;
+    /// use hdgcn::train::{GraphFeatures, GraphSample};
+    ///
+    /// let pair = Graph::from_edges(2, &[(0, 1), (1, 0)])?;
+    /// let doc = GraphSample::new(pair, GraphFeatures::Tokens(vec![3, 9]), 0)?;
+    /// let doc = doc.with_node_weights(vec![2.0, 0.5])?;
+    /// assert_eq!(doc.node_weights, Some(vec![2.0, 0.5]));
+    /// assert!(doc.clone().with_node_weights(vec![1.0]).is_err()); // one per node
+    /// assert!(doc.with_node_weights(vec![0.0, 0.0]).is_err()); // nothing to pool
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`] unless there is one weight per node;
+    /// [`Error::NonFinite`] for a NaN or infinite weight;
+    /// [`Error::InvalidConfig`] for a negative weight or weights that sum
+    /// to 0.
+    pub fn with_node_weights(mut self, w: Vec<f64>) -> Result<Self> {
+        self.node_weights = Some(w);
+        self.check_shape()?;
+        Ok(self)
     }
 
     /// The sample restricted to `nodes` ([`Graph::subgraph`]): node `i` of
@@ -101,7 +137,18 @@ impl GraphSample {
             }
             GraphFeatures::Dense(x) => GraphFeatures::Dense(x.select(ndarray::Axis(0), nodes)),
         };
-        GraphSample::new(graph, features, self.label)
+        let sub = GraphSample::new(graph, features, self.label)?;
+        match &self.node_weights {
+            None => Ok(sub),
+            Some(w) => {
+                let mut w: Vec<f64> = nodes.iter().map(|&v| w[v]).collect();
+                // The kept nodes may all weigh 0: pool them evenly.
+                if w.iter().all(|&x| x == 0.0) {
+                    w.fill(1.0);
+                }
+                sub.with_node_weights(w)
+            }
+        }
     }
 
     /// Node dropout (DropNode; PyG's `dropout_node`): keeps each node
@@ -150,8 +197,39 @@ impl GraphSample {
                 format!("{}", self.features.num_nodes()),
             ));
         }
+        if let Some(w) = &self.node_weights {
+            check_node_weights(w, n)?;
+        }
         Ok(())
     }
+}
+
+/// One finite, non-negative weight per node, not all zero.
+fn check_node_weights(w: &[f64], n: usize) -> Result<()> {
+    if w.len() != n {
+        return Err(Error::shape(
+            "graph sample node weights",
+            format!("{n} weights (one per node)"),
+            format!("{}", w.len()),
+        ));
+    }
+    if let Some(&v) = w.iter().find(|v| !v.is_finite()) {
+        return Err(Error::NonFinite {
+            what: "node weight of a graph sample".into(),
+            value: v,
+        });
+    }
+    if let Some(&v) = w.iter().find(|&&v| v < 0.0) {
+        return Err(Error::InvalidConfig(format!(
+            "node weights must be non-negative, got {v}"
+        )));
+    }
+    if w.iter().sum::<f64>() <= 0.0 {
+        return Err(Error::InvalidConfig(
+            "node weights sum to 0: the readout would pool nothing".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn check_node_dropout(p: f64) -> Result<()> {
@@ -331,6 +409,8 @@ pub struct EpochRecord {
 struct Prepared<B: Backend> {
     graph: DeviceGraph<B>,
     input: PreparedInput<B>,
+    /// `N x 1` readout weights, each graph's with mean 1 (`None`: all 1).
+    weights: Option<B::Tensor>,
     targets: Index<B>,
     labels: Vec<usize>,
 }
@@ -349,6 +429,42 @@ impl<B: Backend> Prepared<B> {
             }
         }
     }
+
+    fn forward(
+        &self,
+        model: &GraphClassifier<B>,
+        tape: &Tape<B>,
+    ) -> Result<Var<B>> {
+        let w = self.weights.as_ref().map(|w| tape.constant(w.clone()));
+        model.forward_weighted(tape, &self.graph, &self.input(tape), w.as_ref())
+    }
+}
+
+/// The batch's readout weights, `N x 1`, each graph's divided by their
+/// mean; `None` when no sample has weights.
+fn batch_weights<B: Backend>(backend: &B, samples: &[&GraphSample]) -> Result<Option<B::Tensor>> {
+    if samples.iter().all(|s| s.node_weights.is_none()) {
+        return Ok(None);
+    }
+    let mut all = Vec::new();
+    for (i, s) in samples.iter().enumerate() {
+        let Some(w) = &s.node_weights else {
+            return Err(Error::InvalidConfig(format!(
+                "graph {i} of a batch has no node weights but others have: give all or none"
+            )));
+        };
+        let mean = w.iter().sum::<f64>() / w.len() as f64;
+        all.extend(w.iter().map(|&v| B::Elem::from_f64_lossy(v / mean)));
+    }
+    let n = all.len();
+    let w = Array2::from_shape_vec((n, 1), all).map_err(|e| {
+        Error::shape(
+            "graph batch node weights",
+            format!("{n} x 1"),
+            e.to_string(),
+        )
+    })?;
+    Ok(Some(backend.upload(w.view())))
 }
 
 fn prepare<B: Backend>(backend: &B, samples: &[&GraphSample]) -> Result<Prepared<B>> {
@@ -383,6 +499,7 @@ fn prepare<B: Backend>(backend: &B, samples: &[&GraphSample]) -> Result<Prepared
     Ok(Prepared {
         graph,
         input,
+        weights: batch_weights(backend, samples)?,
         targets: Index::new(backend, &labels)?,
         labels,
     })
@@ -404,6 +521,13 @@ fn check_samples<B: Backend>(
         Some(InputLayer::Linear(l)) => l.in_features(),
         _ => model.first_conv()?.in_channels(),
     };
+    let weighted = samples.iter().filter(|s| s.node_weights.is_some()).count();
+    if weighted != 0 && weighted != samples.len() {
+        return Err(Error::InvalidConfig(format!(
+            "{weighted} of the {} {what} samples have node weights: give all or none",
+            samples.len()
+        )));
+    }
     for (i, s) in samples.iter().enumerate() {
         let named = |e: Error| match e {
             Error::Empty(m) => Error::Empty(format!("{what} sample {i}: {m}")),
@@ -485,7 +609,7 @@ fn evaluate_prepared<B: Backend>(
         let (mut correct, mut loss, mut n) = (0usize, 0.0, 0usize);
         for b in batches {
             let tape = Tape::inference(&backend);
-            let logits = model.forward(&tape, &b.graph, &b.input(&tape))?;
+            let logits = b.forward(model, &tape)?;
             let logp = logits.log_softmax(Axis::Cols);
             loss += logp.nll(&b.targets)?.scalar()? * b.labels.len() as f64;
             let pred = super::argmax_rows(&logits.to_array());
@@ -624,7 +748,7 @@ pub fn train_graph_classifier<B: Backend>(
                     &backend,
                     cfg.seed.wrapping_mul(1_000_003).wrapping_add(step),
                 );
-                let logits = model.forward(&tape, &b.graph, &b.input(&tape))?;
+                let logits = b.forward(model, &tape)?;
                 let loss = logits
                     .log_softmax(Axis::Cols)
                     .nll_smoothed(&b.targets, cfg.label_smoothing)?;
