@@ -188,6 +188,7 @@ fn run(args: &Args) -> Result<()> {
             label_smoothing: 0.0,
             node_dropout: 0.0,
             ema_decay: None,
+            input_lr_scale: 1.0,
             seed: args.seed,
             quiet: false,
         };

@@ -119,6 +119,10 @@ struct Args {
     /// (`optim::ExponentialMovingAverage`, with warm-up; default: none).
     #[arg(long)]
     ema: Option<f64>,
+    /// Multiplier of the embedding table's learning rate (`--lr` times this;
+    /// `GraphTrainConfig::input_lr_scale`; default 1).
+    #[arg(long, default_value_t = 1.0)]
+    embed_lr_scale: f64,
     /// Dropout probability.
     #[arg(long, default_value_t = 0.5)]
     dropout: f64,
@@ -337,6 +341,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             label_smoothing: args.label_smoothing,
             ema_decay: args.ema,
             node_dropout: args.node_dropout,
+            input_lr_scale: args.embed_lr_scale,
             seed,
             quiet: args.quiet,
         };
@@ -402,6 +407,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "node_weights": flag_name(&args.node_weights),
             "lr": args.lr,
             "lr_schedule": args.lr_schedule.to_string(),
+            "embed_lr_scale": args.embed_lr_scale,
             "label_smoothing": args.label_smoothing,
             "ema": args.ema,
             "node_dropout": args.node_dropout,

@@ -90,6 +90,7 @@ fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
         label_smoothing: 0.0,
         node_dropout: 0.0,
         ema_decay: None,
+        input_lr_scale: 1.0,
         seed: 1,
         quiet: true,
     }
@@ -1012,4 +1013,64 @@ fn node_weights_in_training_are_scale_free_and_checked() {
     assert_eq!(sub.node_weights, Some(vec![0.0, 4.0]));
     let sub = s.subgraph(&[2, 1]).unwrap();
     assert_eq!(sub.node_weights, Some(vec![1.0, 1.0]));
+}
+
+#[test]
+fn the_input_layer_learns_at_its_own_rate() {
+    let mut rng = StdRng::seed_from_u64(23);
+    let (train, val, test) = document_sets(&mut rng);
+    let cpu = Cpu::<f64>::new();
+    let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
+    // One Adam step over the whole training set: its first step moves every
+    // entry with a gradient by lr (m / sqrt(v) = ±1), so the largest move
+    // of each parameter is its group's learning rate.
+    let moves = |scale: f64| {
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut model = GraphClassifier::gcn(&cpu, spec, 8, 1, 2, 0.0, &mut rng).unwrap();
+        let before: Vec<(String, Array2<f64>)> = model
+            .named_params()
+            .into_iter()
+            .map(|(n, p)| (n, p.to_array()))
+            .collect();
+        let c = GraphTrainConfig {
+            batch_size: train.len(),
+            input_lr_scale: scale,
+            patience: None,
+            ..cfg(1, GraphOptimizer::Adam)
+        };
+        train_graph_classifier(&mut model, &train, &val, &test, &c)?;
+        Ok::<_, Error>(
+            model
+                .named_params()
+                .into_iter()
+                .zip(before)
+                .map(|((name, p), (_, b))| {
+                    let d = (&p.to_array() - &b)
+                        .iter()
+                        .fold(0.0f64, |m, v| m.max(v.abs()));
+                    (name, d)
+                })
+                .collect::<Vec<_>>(),
+        )
+    };
+    let lr = cfg(1, GraphOptimizer::Adam).lr;
+    for scale in [1.0, 10.0, 0.25] {
+        for (name, d) in moves(scale).unwrap() {
+            let want = if name.starts_with("input.") {
+                lr * scale
+            } else {
+                lr
+            };
+            assert!(
+                (d - want).abs() < 1e-3 * want,
+                "scale {scale}: {name} moved {d}, want {want}"
+            );
+        }
+    }
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        match moves(bad) {
+            Err(Error::InvalidConfig(m)) => assert!(m.contains("input_lr_scale"), "{m}"),
+            other => panic!("input_lr_scale {bad}: expected InvalidConfig, got {other:?}"),
+        }
+    }
 }

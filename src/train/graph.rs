@@ -339,6 +339,15 @@ pub struct GraphTrainConfig {
     ///
     /// [`ExponentialMovingAverage`]: crate::optim::ExponentialMovingAverage
     pub ema_decay: Option<f64>,
+    /// Multiplier of the learning rate of the model's input layer (the
+    /// parameters named `input.*`: an embedding table or an input
+    /// projection), as a PyTorch parameter group with its own `lr`; it
+    /// follows the schedule like the rest. An embedding row gets a
+    /// gradient only in the batches whose graphs hold its token, so with
+    /// the learning rate the rest of a model needs the table can stay
+    /// under-trained. Finite and positive; 1 (the default): one learning
+    /// rate for all.
+    pub input_lr_scale: f64,
     /// Seed of the shuffling and of the dropout streams.
     pub seed: u64,
     /// Hide the progress bar.
@@ -359,6 +368,7 @@ impl Default for GraphTrainConfig {
             label_smoothing: 0.0,
             node_dropout: 0.0,
             ema_decay: None,
+            input_lr_scale: 1.0,
             seed: 0,
             quiet: true,
         }
@@ -430,11 +440,7 @@ impl<B: Backend> Prepared<B> {
         }
     }
 
-    fn forward(
-        &self,
-        model: &GraphClassifier<B>,
-        tape: &Tape<B>,
-    ) -> Result<Var<B>> {
+    fn forward(&self, model: &GraphClassifier<B>, tape: &Tape<B>) -> Result<Var<B>> {
         let w = self.weights.as_ref().map(|w| tape.constant(w.clone()));
         model.forward_weighted(tape, &self.graph, &self.input(tape), w.as_ref())
     }
@@ -654,7 +660,8 @@ pub fn evaluate_graphs<B: Backend>(
 /// # Errors
 /// [`Error::InvalidConfig`] for zero epochs or batch size, a label
 /// smoothing outside `[0, 1]`, a node dropout or EMA decay outside
-/// `[0, 1)`, or an invalid optimiser setting or learning-rate schedule;
+/// `[0, 1)`, an `input_lr_scale` that is not finite and positive, or an
+/// invalid optimiser setting or learning-rate schedule;
 /// [`Error::Empty`]
 /// for an empty set; errors naming the set and sample for samples that do
 /// not suit the model;
@@ -684,21 +691,38 @@ pub fn train_graph_classifier<B: Backend>(
     check_samples(model, train, "training")?;
     check_samples(model, val, "validation")?;
     check_samples(model, test, "test")?;
+    let scale = cfg.input_lr_scale;
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(Error::InvalidConfig(format!(
+            "input_lr_scale must be finite and positive, got {scale}"
+        )));
+    }
     let backend = model.backend().clone();
-    let mut opt: Box<dyn Optimizer<B>> = match cfg.optimizer {
-        GraphOptimizer::Adam => Box::new(
-            AdamConfig::default()
-                .lr(cfg.lr)
-                .weight_decay(cfg.weight_decay)
-                .build::<B>()?,
-        ),
-        GraphOptimizer::AdaBelief => Box::new(
-            AdaBeliefConfig::default()
-                .lr(cfg.lr)
-                .weight_decay(cfg.weight_decay)
-                .build::<B>()?,
-        ),
+    let build = |lr: f64| -> Result<Box<dyn Optimizer<B>>> {
+        Ok(match cfg.optimizer {
+            GraphOptimizer::Adam => Box::new(
+                AdamConfig::default()
+                    .lr(lr)
+                    .weight_decay(cfg.weight_decay)
+                    .build::<B>()?,
+            ),
+            GraphOptimizer::AdaBelief => Box::new(
+                AdaBeliefConfig::default()
+                    .lr(lr)
+                    .weight_decay(cfg.weight_decay)
+                    .build::<B>()?,
+            ),
+        })
     };
+    // Two parameter groups when the input layer has its own rate.
+    let (input_params, other_params): (Vec<_>, Vec<_>) = model
+        .named_params()
+        .into_iter()
+        .partition(|(name, _)| scale != 1.0 && name.starts_with("input."));
+    let input_params: Vec<_> = input_params.into_iter().map(|(_, p)| p).collect();
+    let other_params: Vec<_> = other_params.into_iter().map(|(_, p)| p).collect();
+    let mut opt = build(cfg.lr)?;
+    let mut input_opt = build(cfg.lr * scale)?;
     let schedule = cfg.lr_schedule.schedule(cfg.lr, cfg.epochs)?;
     let val_batches = prepare_all(&backend, val, cfg.batch_size)?;
     let mut rng = StdRng::seed_from_u64(cfg.seed);
@@ -728,6 +752,7 @@ pub fn train_graph_classifier<B: Backend>(
         let t0 = Instant::now();
         let lr = schedule.lr_at(epoch);
         opt.set_learning_rate(lr);
+        input_opt.set_learning_rate(lr * scale);
         order.shuffle(&mut rng);
         let (mut loss_sum, mut norm_sum, mut steps) = (0.0, 0.0, 0usize);
         for chunk in order.chunks(cfg.batch_size) {
@@ -775,7 +800,10 @@ pub fn train_graph_classifier<B: Backend>(
             }
             norm_sum += norm;
             steps += 1;
-            opt.step(&params, &grads)?;
+            opt.step(&other_params, &grads)?;
+            if !input_params.is_empty() {
+                input_opt.step(&input_params, &grads)?;
+            }
             if let Some(ema) = &mut ema {
                 ema.update(&params)?;
             }
