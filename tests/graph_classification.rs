@@ -834,29 +834,15 @@ fn the_moving_average_of_the_weights_is_what_gets_selected() {
     }
 }
 
-/// A GCN stack with a mean readout, so weighted node states pool into
-/// `Σ_v w_v h_v / Σ_v w_v` when each graph's weights have mean 1.
-fn mean_readout_model(cpu: &Cpu<f64>, rng: &mut StdRng) -> GraphClassifier<Cpu<f64>> {
-    let input = InputLayer::Linear(Linear::new(cpu, 2, 3, true, rng).unwrap());
-    let convs: Vec<Box<dyn GraphConv<Cpu<f64>>>> =
-        vec![Box::new(GcnConv::new(cpu, 3, 4, rng).unwrap())];
-    let classifier = Linear::new(cpu, 4, 3, true, rng).unwrap();
-    GraphClassifier::new(
-        Some(input),
-        convs,
-        Box::new(MeanReadout),
-        classifier,
-        0.0,
-        Activation::Tanh,
-    )
-    .unwrap()
-}
-
 #[test]
 fn node_weights_pool_a_weighted_mean_and_gradients_check() {
     let cpu = Cpu::<f64>::new();
     let mut rng = StdRng::seed_from_u64(31);
-    let model = mean_readout_model(&cpu, &mut rng);
+    // A mean readout: with each graph's weights at mean 1 the weighted
+    // node states pool into Σ_v w_v h_v / Σ_v w_v.
+    let mut model =
+        GraphClassifier::gcn(&cpu, InputSpec::Dense(2), 4, 2, 3, 0.0, &mut rng).unwrap();
+    model.readout = Box::new(MeanReadout);
     let graphs = [
         undirected(3, &[(0, 1), (1, 2)]),
         Graph::from_edges(1, &[]).unwrap(),
