@@ -714,11 +714,13 @@ pub fn train_graph_classifier<B: Backend>(
             ),
         })
     };
-    // Two parameter groups when the input layer has its own rate.
+    // Two parameter groups: the input layer at lr × scale, the rest at lr.
+    // The optimisers keep their state per parameter, so at scale 1 the two
+    // groups update exactly as one optimiser over all parameters.
     let (input_params, other_params): (Vec<_>, Vec<_>) = model
         .named_params()
         .into_iter()
-        .partition(|(name, _)| scale != 1.0 && name.starts_with("input."));
+        .partition(|(name, _)| name.starts_with("input."));
     let input_params: Vec<_> = input_params.into_iter().map(|(_, p)| p).collect();
     let other_params: Vec<_> = other_params.into_iter().map(|(_, p)| p).collect();
     let mut opt = build(cfg.lr)?;
@@ -801,9 +803,7 @@ pub fn train_graph_classifier<B: Backend>(
             norm_sum += norm;
             steps += 1;
             opt.step(&other_params, &grads)?;
-            if !input_params.is_empty() {
-                input_opt.step(&input_params, &grads)?;
-            }
+            input_opt.step(&input_params, &grads)?;
             if let Some(ema) = &mut ema {
                 ema.update(&params)?;
             }
