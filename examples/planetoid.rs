@@ -15,7 +15,7 @@ mod common;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use common::{Accuracies, AttnFlags, Example, ModelKind, flag_name, parse_runs};
+use common::{Accuracies, AttnFlags, Example, Malloc, ModelKind, flag_name, parse_runs};
 use hdgcn::autograd::SparseMatrix;
 use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
@@ -89,6 +89,10 @@ struct Args {
     raw_features: bool,
     #[command(flatten)]
     attn: AttnFlags,
+    /// reuse (glibc keeps freed memory for the next step: faster, same
+    /// results and peak RSS) | system (glibc's defaults).
+    #[arg(long, value_enum, ignore_case = true, default_value = "reuse")]
+    malloc: Malloc,
     /// Output layer of the hdgcn models: linear (the paper's softmax
     /// classifier on H) | gcn (a GCN layer to the classes, `Â H W + b`,
     /// `NodeClassifier::with_gcn_head`) [default: linear].
@@ -143,6 +147,10 @@ fn main() {
 }
 
 impl Example for Args {
+    fn malloc(&self) -> Malloc {
+        self.malloc
+    }
+
     fn device(&self) -> Device {
         self.device
     }

@@ -18,7 +18,7 @@ mod common;
 use std::path::PathBuf;
 
 use clap::Parser;
-use common::{Accuracies, AttnFlags, Example, ModelKind, flag_name, parse_runs};
+use common::{Accuracies, AttnFlags, Example, Malloc, ModelKind, flag_name, parse_runs};
 use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
@@ -53,6 +53,10 @@ struct Args {
     k: Option<usize>,
     #[command(flatten)]
     attn: AttnFlags,
+    /// reuse (glibc keeps freed memory for the next step: faster, same
+    /// results and peak RSS) | system (glibc's defaults).
+    #[arg(long, value_enum, ignore_case = true, default_value = "reuse")]
+    malloc: Malloc,
     /// Hidden width.
     #[arg(long, default_value_t = 64)]
     hidden: usize,
@@ -222,6 +226,10 @@ fn main() {
 }
 
 impl Example for Args {
+    fn malloc(&self) -> Malloc {
+        self.malloc
+    }
+
     fn device(&self) -> Device {
         self.device
     }

@@ -14,10 +14,49 @@ use hdgcn::backend::{Backend, Device, WithBackend};
 use hdgcn::conv::{GraphConv, HdChebConfig};
 use hdgcn::util::mean_std;
 
+/// `--malloc`: how the process allocates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Malloc {
+    /// glibc's malloc keeps freed memory for reuse (the default; see
+    /// [`configure_malloc`]).
+    Reuse,
+    /// glibc's defaults.
+    System,
+}
+
+/// With [`Malloc::Reuse`], tells glibc's malloc to keep freed memory for
+/// reuse; a no-op on other C libraries, with [`Malloc::System`], and when
+/// the user set `GLIBC_TUNABLES`.
+///
+/// By default glibc serves blocks above its mmap threshold with `mmap` and
+/// hands the freed top of its heap back to the kernel (`M_TRIM_THRESHOLD`),
+/// so a training step, which allocates and frees op outputs of the same
+/// large sizes over and over, page-faults on fresh memory for most of them:
+/// on Ohsumed a third of an HDGCN epoch went to the kernel. Raising both
+/// thresholds keeps the memory in the heap; results are unchanged and the
+/// peak RSS stays the same (`docs/performance.md`, "The allocator").
+pub fn configure_malloc(malloc: Malloc) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if malloc == Malloc::Reuse && std::env::var_os("GLIBC_TUNABLES").is_none() {
+        // 32 MiB is the largest mmap threshold glibc accepts on 64-bit
+        // targets; a trim threshold of i32::MAX never trims in practice.
+        // SAFETY: mallopt only changes allocator parameters; it runs
+        // before the examples start any thread.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = malloc;
+}
+
 /// An example's parsed arguments, which know how to run on any backend.
 pub trait Example: Parser {
     /// The `--device` flag.
     fn device(&self) -> Device;
+    /// The `--malloc` flag.
+    fn malloc(&self) -> Malloc;
     /// The whole example on `backend`.
     fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<()>;
 }
@@ -26,6 +65,7 @@ pub trait Example: Parser {
 /// with status 1 after printing the error, if any.
 pub fn main<A: Example>() {
     let args = A::parse();
+    configure_malloc(args.malloc());
     let device = args.device();
     if let Err(e) = device
         .run(Job {
