@@ -301,6 +301,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "best_epochs": acc.best_epochs,
             "train_step_ms_median": step,
             "peak_rss_mb": rss,
+            "malloc": args.malloc.in_effect(),
             "device": device.as_str(),
             "adapter": backend.name(),
         });

@@ -427,6 +427,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "best_epochs": acc.best_epochs,
             "epoch_s_median": ep,
             "peak_rss_mb": rss,
+            "malloc": args.malloc.in_effect(),
             "device": device.as_str(),
             "adapter": backend.name(),
         });

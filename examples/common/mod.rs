@@ -24,6 +24,23 @@ pub enum Malloc {
     System,
 }
 
+impl Malloc {
+    /// Whether [`configure_malloc`] changes anything: `Reuse`, on glibc,
+    /// with no `GLIBC_TUNABLES` in the environment (which then wins).
+    fn applies(self) -> bool {
+        cfg!(all(target_os = "linux", target_env = "gnu"))
+            && self == Malloc::Reuse
+            && std::env::var_os("GLIBC_TUNABLES").is_none()
+    }
+
+    /// The JSON `malloc` field: `"reuse"` where [`configure_malloc`]
+    /// raised glibc's thresholds, `"system"` where the allocator runs as
+    /// configured outside the example.
+    pub fn in_effect(self) -> &'static str {
+        if self.applies() { "reuse" } else { "system" }
+    }
+}
+
 /// With [`Malloc::Reuse`], tells glibc's malloc to keep freed memory for
 /// reuse; a no-op on other C libraries, with [`Malloc::System`], and when
 /// the user set `GLIBC_TUNABLES`.
@@ -36,19 +53,18 @@ pub enum Malloc {
 /// thresholds keeps the memory in the heap; results are unchanged and the
 /// peak RSS stays the same (`docs/performance.md`, "The allocator").
 pub fn configure_malloc(malloc: Malloc) {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if malloc == Malloc::Reuse && std::env::var_os("GLIBC_TUNABLES").is_none() {
-        // 32 MiB is the largest mmap threshold glibc accepts on 64-bit
-        // targets; a trim threshold of i32::MAX never trims in practice.
-        // SAFETY: mallopt only changes allocator parameters; it runs
-        // before the examples start any thread.
-        unsafe {
-            libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-            libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
-        }
+    if !malloc.applies() {
+        return;
     }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    let _ = malloc;
+    // 32 MiB is the largest mmap threshold glibc accepts on 64-bit
+    // targets; a trim threshold of i32::MAX never trims in practice.
+    // SAFETY: mallopt only changes allocator parameters; it runs before
+    // the examples start any thread.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    }
 }
 
 /// An example's parsed arguments, which know how to run on any backend.
