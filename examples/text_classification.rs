@@ -27,7 +27,9 @@ use hdgcn::data::text::{
     TextCorpus, TfIdf, Vocab, doc_graph, load_glove, text_gcn_dir, validation_split,
 };
 use hdgcn::models::{GraphClassifier, InputLayer};
-use hdgcn::nn::{Activation, Embedding, Linear, PositionalEncoding};
+use hdgcn::nn::{
+    Activation, Embedding, Linear, PositionalEncoding, SubwordConfig, SubwordEmbedding,
+};
 use hdgcn::optim::LrScheduleKind;
 use hdgcn::readout::{
     AttentionPooling, GatedReadout, MaxReadout, MeanMaxReadout, MeanReadout, Readout, SumReadout,
@@ -145,8 +147,16 @@ struct Args {
     #[arg(long, default_value_t = 1)]
     min_count: usize,
     /// GloVe text file (`word v1 v2 ...`) to initialise the embeddings.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "subwords")]
     embeddings: Option<PathBuf>,
+    /// Compose each word's vector from its own row and the rows of its
+    /// character n-grams of MIN to MAX characters, fastText-style
+    /// (`nn::SubwordEmbedding`; e.g. `3:6`; default: one row per word). The
+    /// test documents' words outside the vocabulary then get vectors
+    /// composed from the n-grams the table has (`Vocab::extended`), not
+    /// `<unk>`'s.
+    #[arg(long, value_name = "MIN:MAX", value_parser = parse_subwords)]
+    subwords: Option<SubwordConfig>,
     /// Independent runs (seeds seed, seed+1, ...).
     #[arg(long, default_value_t = 1, value_parser = parse_runs)]
     runs: usize,
@@ -251,18 +261,24 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
     let train_all = corpus.train_indices();
     let test_idx = corpus.test_indices();
     let vocab = Vocab::build(train_all.iter().map(|&i| &corpus.docs[i]), args.min_count);
+    // With subwords, the test documents' unknown words get ids of their own
+    // (vectors composed from the n-grams the table learned), not `<unk>`.
+    let graph_vocab = match args.subwords {
+        Some(_) => vocab.extended(&corpus.docs),
+        None => vocab.clone(),
+    };
     let tfidf = match args.node_weights {
         NodeWeights::None => None,
         NodeWeights::Tfidf => Some(TfIdf::fit(
             train_all.iter().map(|&i| &corpus.docs[i]),
-            &vocab,
+            &graph_vocab,
         )?),
     };
     let samples: Vec<GraphSample> = corpus
         .docs
         .iter()
         .map(|d| {
-            let g = doc_graph(d, &vocab, args.window)?;
+            let g = doc_graph(d, &graph_vocab, args.window)?;
             let w = tfidf.as_ref().map(|t| t.node_weights(&g)).transpose()?;
             let s = GraphSample::new(g.graph, GraphFeatures::Tokens(g.node_tokens), g.label)?;
             match w {
@@ -296,17 +312,39 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         let pick = |idx: &[usize]| idx.iter().map(|&i| samples[i].clone()).collect::<Vec<_>>();
         let (tr, va, te) = (pick(&train_idx), pick(&val_idx), pick(&test_idx));
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let emb = match &glove {
-            Some((table, _)) => Embedding::from_array(backend, table)?,
-            None => Embedding::with_std(
+        let input = match (&glove, args.subwords) {
+            (Some((table, _)), _) => InputLayer::Embedding(Embedding::from_array(backend, table)?),
+            (None, Some(sw)) => {
+                let words = |ids: std::ops::Range<usize>| -> Vec<&str> {
+                    ids.filter_map(|i| graph_vocab.token(i)).collect()
+                };
+                let mut e = SubwordEmbedding::new(
+                    backend,
+                    &words(0..vocab.len()),
+                    sw,
+                    embed_dim,
+                    args.embed_init_std,
+                    &mut rng,
+                )?;
+                let unseen = e.extend_vocabulary(&words(vocab.len()..graph_vocab.len()));
+                if r == 0 {
+                    eprintln!(
+                        "subwords: {} n-gram rows; {} words outside the vocabulary composed from them",
+                        e.num_ngrams(),
+                        unseen.len()
+                    );
+                }
+                InputLayer::Subword(e)
+            }
+            (None, None) => InputLayer::Embedding(Embedding::with_std(
                 backend,
                 vocab.len(),
                 embed_dim,
                 args.embed_init_std,
                 &mut rng,
-            )?,
+            )?),
         };
-        let d = emb.weight.shape().1;
+        let d = input.out_channels();
         let h = args.hidden;
         let mut convs: Vec<Box<dyn GraphConv<B>>> = Vec::with_capacity(args.layers);
         for layer in 0..args.layers {
@@ -327,7 +365,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         let readout = args.readout.build(backend, h, &mut rng)?;
         let classifier = Linear::new(backend, h, corpus.num_classes(), true, &mut rng)?;
         let mut model = GraphClassifier::new(
-            Some(InputLayer::Embedding(emb)),
+            Some(input),
             convs,
             readout,
             classifier,
@@ -410,6 +448,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "activation": activation.name(),
             "embed_dim": embed_dim,
             "embed_init_std": args.embed_init_std,
+            "subwords": args.subwords.map(|c| format!("{}:{}", c.min_n, c.max_n)),
             "window": args.window,
             "readout": flag_name(&args.readout),
             "node_weights": flag_name(&args.node_weights),
@@ -434,4 +473,25 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         println!("{j}");
     }
     Ok(())
+}
+
+/// `--subwords MIN:MAX`: n-gram lengths, kept when shared by two words.
+fn parse_subwords(s: &str) -> Result<SubwordConfig, String> {
+    let (a, b) = s
+        .split_once(':')
+        .ok_or_else(|| format!("expected MIN:MAX (e.g. 3:6), got {s:?}"))?;
+    let parse = |v: &str| {
+        v.trim()
+            .parse::<usize>()
+            .map_err(|e| format!("bad n-gram length {v:?} in {s:?}: {e}"))
+    };
+    let (min_n, max_n) = (parse(a)?, parse(b)?);
+    if min_n == 0 || min_n > max_n {
+        return Err(format!("need 1 <= MIN <= MAX, got {s:?}"));
+    }
+    Ok(SubwordConfig {
+        min_n,
+        max_n,
+        ..SubwordConfig::default()
+    })
 }

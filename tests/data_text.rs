@@ -561,3 +561,41 @@ fn tfidf_rejects_bad_input() {
         Err(Error::InvalidConfig(_))
     ));
 }
+
+#[test]
+fn extended_vocabulary_keeps_ids_and_its_new_words_weigh_zero() {
+    let train = [doc("heart attack heart"), doc("valve attack")];
+    let vocab = Vocab::build(&train, 1);
+    let test = [doc("heart murmur valve"), doc("murmur stenosis heart")];
+    let ext = vocab.extended(&test);
+    // Known words keep their ids; new ones follow, in order of first use.
+    for id in 0..vocab.len() {
+        let t = vocab.token(id).unwrap();
+        assert_eq!(ext.id(t), id, "{t}");
+    }
+    assert_eq!(ext.len(), vocab.len() + 2);
+    assert_eq!(ext.id("murmur"), vocab.len());
+    assert_eq!(ext.id("stenosis"), vocab.len() + 1);
+    assert!(ext.contains("murmur") && !vocab.contains("murmur"));
+    // Extending with the training documents themselves adds nothing.
+    assert_eq!(vocab.extended(&train), vocab);
+    // Fitted on the training documents, the new words weigh 0 and the
+    // others what they weigh with the training vocabulary.
+    let on_ext = TfIdf::fit(&train, &ext).unwrap();
+    let on_vocab = TfIdf::fit(&train, &vocab).unwrap();
+    for d in &test {
+        let g = doc_graph(d, &ext, 3).unwrap();
+        let w = on_ext.node_weights(&g).unwrap();
+        for (v, &id) in g.node_tokens.iter().enumerate() {
+            let word = ext.token(id).unwrap();
+            let want = if vocab.contains(word) {
+                tfidf_reference(&train, d, word, true)
+            } else {
+                0.0
+            };
+            assert!((w[v] - want).abs() < 1e-12, "{word}: {} vs {want}", w[v]);
+        }
+        let heart = vocab.id("heart");
+        assert_eq!(on_ext.idf(heart).unwrap(), on_vocab.idf(heart).unwrap());
+    }
+}

@@ -9,7 +9,10 @@ use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{DeviceGraph, GcnConv, GraphConv};
 use hdgcn::graph::{Batch, Graph};
 use hdgcn::models::{GraphClassifier, GraphInput, InputLayer, InputSpec};
-use hdgcn::nn::{Activation, Features, Linear, Module, PositionalEncoding};
+use hdgcn::nn::{
+    Activation, Embedding, Features, Linear, Module, PositionalEncoding, SubwordConfig,
+    SubwordEmbedding,
+};
 use hdgcn::optim::LrScheduleKind;
 use hdgcn::readout::{AttentionPooling, MeanMaxReadout, MeanReadout};
 use hdgcn::train::{
@@ -1059,4 +1062,106 @@ fn the_input_layer_learns_at_its_own_rate() {
             other => panic!("input_lr_scale {bad}: expected InvalidConfig, got {other:?}"),
         }
     }
+}
+
+/// Documents over a 100-word vocabulary whose words of class c are spelled
+/// alike (`aaa0`..`aaa49` are ids 0..50, `zzz0`..`zzz49` ids 50..100);
+/// `seen` picks the word slots (of 0..50) a split draws from.
+fn spelled_documents(
+    rng: &mut StdRng,
+    count: usize,
+    seen: std::ops::Range<usize>,
+) -> Vec<GraphSample> {
+    (0..count)
+        .map(|_| {
+            let label = rng.random_range(0..2usize);
+            let len = rng.random_range(2..=4);
+            let mut words: Vec<usize> = Vec::new();
+            while words.len() < len {
+                let w = 50 * label + rng.random_range(seen.clone());
+                if !words.contains(&w) {
+                    words.push(w);
+                }
+            }
+            let edges: Vec<(usize, usize)> = (1..len).map(|i| (i - 1, i)).collect();
+            GraphSample::new(undirected(len, &edges), GraphFeatures::Tokens(words), label).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn subword_input_generalises_to_words_never_trained_on() {
+    let mut rng = StdRng::seed_from_u64(21);
+    // Training and validation see word slots 0..5 only; the test documents
+    // use slots 5..50, whose own table rows never get a gradient.
+    let train = spelled_documents(&mut rng, 120, 0..5);
+    let val = spelled_documents(&mut rng, 40, 0..5);
+    let test = spelled_documents(&mut rng, 100, 5..50);
+    let words: Vec<String> = (0..100)
+        .map(|i| format!("{}{}", if i < 50 { "aaa" } else { "zzz" }, i % 50))
+        .collect();
+    let cpu = Cpu::<f32>::new();
+    let build = |input: InputLayer<Cpu<f32>>, rng: &mut StdRng| {
+        let convs: Vec<Box<dyn GraphConv<Cpu<f32>>>> =
+            vec![Box::new(GcnConv::new(&cpu, 8, 8, rng).unwrap())];
+        let classifier = Linear::new(&cpu, 8, 2, true, rng).unwrap();
+        GraphClassifier::new(
+            Some(input),
+            convs,
+            Box::new(MeanReadout),
+            classifier,
+            0.0,
+            Activation::Relu,
+        )
+        .unwrap()
+    };
+    let sub =
+        SubwordEmbedding::new(&cpu, &words, SubwordConfig::default(), 8, 0.3, &mut rng).unwrap();
+    let mut with_subwords = build(InputLayer::Subword(sub), &mut rng);
+    let rep = train_graph_classifier(
+        &mut with_subwords,
+        &train,
+        &val,
+        &test,
+        &cfg(30, GraphOptimizer::Adam),
+    )
+    .unwrap();
+    assert!(rep.val_acc >= 0.95, "{rep:?}");
+    assert!(rep.test_acc >= 0.9, "{rep:?}");
+    // One row per word: the unseen words keep their random rows, and the
+    // test documents are classified near chance.
+    let plain = Embedding::with_std(&cpu, 100, 8, 0.3, &mut rng).unwrap();
+    let mut without = build(InputLayer::Embedding(plain), &mut rng);
+    let base = train_graph_classifier(
+        &mut without,
+        &train,
+        &val,
+        &test,
+        &cfg(30, GraphOptimizer::Adam),
+    )
+    .unwrap();
+    assert!(base.val_acc >= 0.95, "{base:?}");
+    assert!(base.test_acc <= 0.75, "{base:?}");
+    // Token ids past the vocabulary are caught before training.
+    let mut bad = test.clone();
+    bad[0].features = GraphFeatures::Tokens(vec![100; bad[0].graph.num_nodes()]);
+    let err = train_graph_classifier(
+        &mut with_subwords,
+        &train,
+        &val,
+        &bad,
+        &cfg(1, GraphOptimizer::Adam),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::IndexOutOfRange {
+                index: 100,
+                len: 100,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }

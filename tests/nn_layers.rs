@@ -6,6 +6,7 @@ use hdgcn::autograd::{Index, Param, Tape};
 use hdgcn::backend::{Backend, Cpu};
 use hdgcn::nn::{
     Activation, Dropout, Embedding, Features, LayerNorm, Linear, Mlp, Module, PositionalEncoding,
+    SubwordConfig, SubwordEmbedding,
 };
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -454,4 +455,128 @@ fn activation_names_parse_back_to_their_kind() {
     assert_eq!("none".parse::<Activation>().unwrap().name(), "identity");
     let err = "swish".parse::<Activation>().unwrap_err().to_string();
     assert!(err.contains("swish"), "{err}");
+}
+
+#[test]
+fn subword_ngrams_are_the_bracketed_substrings() {
+    let cfg = SubwordConfig {
+        min_n: 3,
+        max_n: 4,
+        min_words: 1,
+    };
+    // "<abab>": 3-grams <ab, aba, bab, ab> (aba repeats once), 4-grams
+    // <aba, abab, bab>.
+    assert_eq!(
+        cfg.ngrams("abab"),
+        ["<ab", "aba", "bab", "ab>", "<aba", "abab", "bab>"]
+    );
+    // Shorter than min_n once bracketed: no n-grams; chars, not bytes.
+    assert!(cfg.ngrams("").is_empty());
+    assert_eq!(cfg.ngrams("é"), ["<é>"]);
+}
+
+#[test]
+fn subword_embedding_averages_the_word_and_shared_ngram_rows() {
+    let cpu = C::new();
+    let mut rng = StdRng::seed_from_u64(11);
+    let cfg = SubwordConfig {
+        min_n: 3,
+        max_n: 3,
+        min_words: 2,
+    };
+    // 3-grams: "abc" -> <ab abc bc>, "abd" -> <ab abd bd>, "xy" -> <xy xy>.
+    // Only "<ab" is in two words, so it is the one n-gram row (row 4).
+    let words = ["<unk>", "abc", "abd", "xy"];
+    let emb = SubwordEmbedding::new(&cpu, &words, cfg, 3, 0.5, &mut rng).unwrap();
+    assert_eq!((emb.num_words(), emb.num_ngrams(), emb.dim()), (4, 1, 3));
+    let table = emb.weight.to_array();
+    assert_eq!(table.dim(), (5, 3));
+    let ids = [1usize, 3, 0, 2, 1];
+    let idx = Index::new(&cpu, &ids).unwrap();
+    let y = emb
+        .forward(&Tape::inference(&cpu), &idx)
+        .unwrap()
+        .to_array();
+    for (r, &i) in ids.iter().enumerate() {
+        let want = match i {
+            1 | 2 => (&table.row(i) + &table.row(4)) / 2.0,
+            _ => table.row(i).to_owned(), // <unk> is special; xy shares nothing
+        };
+        for c in 0..3 {
+            assert!((y[[r, c]] - want[c]).abs() < 1e-15, "row {r} col {c}");
+        }
+    }
+    let w = rand_mat(&mut rng, ids.len(), 3);
+    let r = check_params(
+        &emb.named_params(),
+        |t| loss(t, &emb.forward(t, &idx)?, &w),
+        1e-6,
+    )
+    .unwrap();
+    assert!(r.max_error < 1e-7, "{r:?}");
+    let bad = Index::new(&cpu, &[4]).unwrap();
+    assert!(matches!(
+        emb.forward(&Tape::inference(&cpu), &bad),
+        Err(hdgcn::Error::IndexOutOfRange {
+            index: 4,
+            len: 4,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn subword_embedding_rejects_bad_settings() {
+    let cpu = C::new();
+    let mut rng = StdRng::seed_from_u64(2);
+    let ok = SubwordConfig::default();
+    let words = ["<unk>", "word"];
+    let bad_lengths = [(0, 3), (4, 3)];
+    for (min_n, max_n) in bad_lengths {
+        let cfg = SubwordConfig { min_n, max_n, ..ok };
+        let e = SubwordEmbedding::<C>::new(&cpu, &words, cfg, 4, 0.1, &mut rng).unwrap_err();
+        assert!(matches!(e, hdgcn::Error::InvalidConfig(_)), "{e:?}");
+    }
+    let none: [&str; 0] = [];
+    assert!(SubwordEmbedding::<C>::new(&cpu, &none, ok, 4, 0.1, &mut rng).is_err());
+    assert!(SubwordEmbedding::<C>::new(&cpu, &words, ok, 0, 0.1, &mut rng).is_err());
+    for std in [0.0, f64::NAN] {
+        assert!(SubwordEmbedding::<C>::new(&cpu, &words, ok, 4, std, &mut rng).is_err());
+    }
+}
+
+#[test]
+fn subword_embedding_composes_unseen_words_from_known_ngrams() {
+    let cpu = C::new();
+    let mut rng = StdRng::seed_from_u64(12);
+    let cfg = SubwordConfig {
+        min_n: 3,
+        max_n: 3,
+        min_words: 2,
+    };
+    // Kept 3-grams: "<ab" (abc, abd) and "cd>" (acd, bcd): rows 5 and 6.
+    let words = ["<unk>", "abc", "abd", "acd", "bcd"];
+    let mut emb = SubwordEmbedding::new(&cpu, &words, cfg, 2, 0.5, &mut rng).unwrap();
+    assert_eq!(emb.num_ngrams(), 2);
+    let before = emb.weight.to_array();
+    // "abcd": <ab, abc, bcd, cd> -> rows of <ab and cd>; "xyz": none;
+    // "<pad>": a special token.
+    let ids = emb.extend_vocabulary(&["abcd", "xyz", "<pad>"]);
+    assert_eq!(ids, 5..8);
+    assert_eq!(emb.num_words(), 8);
+    assert_eq!(emb.weight.to_array(), before, "the table is unchanged");
+    let y = emb
+        .forward(
+            &Tape::inference(&cpu),
+            &Index::new(&cpu, &[5, 6, 7, 1]).unwrap(),
+        )
+        .unwrap()
+        .to_array();
+    let abcd = (&before.row(5) + &before.row(6)) / 2.0;
+    let abc = (&before.row(1) + &before.row(5)) / 2.0;
+    for c in 0..2 {
+        assert!((y[[0, c]] - abcd[c]).abs() < 1e-15);
+        assert_eq!((y[[1, c]], y[[2, c]]), (0.0, 0.0));
+        assert!((y[[3, c]] - abc[c]).abs() < 1e-15);
+    }
 }

@@ -320,6 +320,43 @@ impl Vocab {
         Vocab { tokens, ids }
     }
 
+    /// This vocabulary with the tokens of `docs` that it lacks appended,
+    /// in order of first occurrence: every known token keeps its id, a new
+    /// one gets the next id. For layers that can represent words they never
+    /// trained on ([`SubwordEmbedding::extend_vocabulary`]): build the
+    /// vocabulary on the training documents, extend it with the others,
+    /// and train only on the first.
+    ///
+    /// [`SubwordEmbedding::extend_vocabulary`]: crate::nn::SubwordEmbedding::extend_vocabulary
+    ///
+    /// ```
+    /// use hdgcn::data::text::{DocSplit, Document, Vocab};
+    /// let doc = |text: &str| Document {
+    ///     id: String::new(),
+    ///     tokens: text.split(' ').map(str::to_string).collect(),
+    ///     label: 0,
+    ///     split: DocSplit::Train,
+    /// };
+    /// let vocab = Vocab::build(&[doc("a b a")], 1);
+    /// let ext = vocab.extended(&[doc("c a d c")]);
+    /// assert_eq!((vocab.len(), ext.len()), (3, 5));
+    /// assert_eq!((ext.id("a"), ext.id("b")), (vocab.id("a"), vocab.id("b")));
+    /// assert_eq!((ext.id("c"), ext.id("d")), (3, 4));
+    /// assert_eq!(vocab.id("c"), 0);
+    /// ```
+    pub fn extended<'a>(&self, docs: impl IntoIterator<Item = &'a Document>) -> Vocab {
+        let mut out = self.clone();
+        for d in docs {
+            for t in &d.tokens {
+                if !out.ids.contains_key(t.as_str()) {
+                    out.ids.insert(t.clone(), out.tokens.len());
+                    out.tokens.push(t.clone());
+                }
+            }
+        }
+        out
+    }
+
     /// Id of `tok`, or 0 (`<unk>`) if it is not in the vocabulary.
     pub fn id(&self, tok: &str) -> usize {
         self.ids.get(tok).copied().unwrap_or(0)
@@ -427,8 +464,10 @@ pub fn doc_graph(doc: &Document, vocab: &Vocab, window: usize) -> Result<DocGrap
 /// - `tf(v) = 1 + ln(count)` (sublinear, the default) or `count`
 ///   ([`TfIdf::with_sublinear_tf`]), where `count` is how often node `v`'s
 ///   word occurs in the document ([`DocGraph::node_counts`]);
-/// - `w_v = tf(v) · idf(t_v)`, except that `<unk>` weighs 0, as
-///   scikit-learn ignores words outside its vocabulary, and a document
+/// - `w_v = tf(v) · idf(t_v)`, except that `<unk>` and words in none of
+///   the fitted documents (those of an extended vocabulary,
+///   [`Vocab::extended`]) weigh 0, as scikit-learn ignores words outside
+///   its vocabulary, and a document
 ///   whose nodes all weigh 0 gets weight 1 on every node.
 ///
 /// The weights feed a weighted readout
@@ -488,9 +527,17 @@ impl TfIdf {
             return Err(Error::Empty("TF-IDF fitted on no documents".into()));
         }
         let n = n as f64;
+        // A word in none of the documents (a vocabulary extended past them,
+        // `Vocab::extended`) is unknown to the weighting: 0, as `<unk>`.
         let mut idf: Vec<f64> = df
             .iter()
-            .map(|&c| ((1.0 + n) / (1.0 + c as f64)).ln() + 1.0)
+            .map(|&c| {
+                if c == 0 {
+                    0.0
+                } else {
+                    ((1.0 + n) / (1.0 + c as f64)).ln() + 1.0
+                }
+            })
             .collect();
         idf[0] = 0.0;
         Ok(TfIdf {

@@ -8,6 +8,7 @@ use crate::conv::{DeviceGraph, GcnConv, GraphConv};
 use crate::error::{Error, Result};
 use crate::nn::{
     Activation, Dropout, Embedding, Features, Linear, Module, ParamVisitor, PositionalEncoding,
+    SubwordEmbedding,
 };
 use crate::readout::{GatedReadout, Readout};
 
@@ -17,6 +18,10 @@ pub enum InputLayer<B: Backend> {
     /// Token ids to vectors (text graphs whose nodes are words):
     /// `input.weight` is `vocab x dim`. No activation follows.
     Embedding(Embedding<B>),
+    /// Token ids to vectors composed from character n-grams
+    /// ([`SubwordEmbedding`]): `input.weight` is `(vocab + n-grams) x dim`.
+    /// No activation follows.
+    Subword(SubwordEmbedding<B>),
     /// A projection of dense (or sparse) node features, followed by the
     /// model's activation: `input.weight`, `input.bias`.
     Linear(Linear<B>),
@@ -27,7 +32,18 @@ impl<B: Backend> InputLayer<B> {
     pub fn out_channels(&self) -> usize {
         match self {
             InputLayer::Embedding(e) => e.weight.shape().1,
+            InputLayer::Subword(e) => e.dim(),
             InputLayer::Linear(l) => l.out_features(),
+        }
+    }
+
+    /// The number of token ids it embeds (`None` for a linear projection,
+    /// which reads features).
+    pub fn num_tokens(&self) -> Option<usize> {
+        match self {
+            InputLayer::Embedding(e) => Some(e.weight.shape().0),
+            InputLayer::Subword(e) => Some(e.num_words()),
+            InputLayer::Linear(_) => None,
         }
     }
 }
@@ -36,6 +52,7 @@ impl<B: Backend> Module<B> for InputLayer<B> {
     fn visit_params(&self, v: &mut ParamVisitor<'_, B>) {
         match self {
             InputLayer::Embedding(e) => e.visit_params(v),
+            InputLayer::Subword(e) => e.visit_params(v),
             InputLayer::Linear(l) => l.visit_params(v),
         }
     }
@@ -293,12 +310,15 @@ impl<B: Backend> GraphClassifier<B> {
             (Some(InputLayer::Embedding(e)), GraphInput::Tokens(idx)) => {
                 Features::Dense(e.forward(tape, idx)?)
             }
+            (Some(InputLayer::Subword(e)), GraphInput::Tokens(idx)) => {
+                Features::Dense(e.forward(tape, idx)?)
+            }
             (Some(InputLayer::Linear(l)), GraphInput::Features(f)) => {
                 let f = self.dropout.forward_features(tape, f)?;
                 Features::Dense(self.activation.apply(&l.forward_on(tape, &f)?))
             }
             (None, GraphInput::Features(f)) => f.clone(),
-            (Some(InputLayer::Embedding(_)), GraphInput::Features(_)) => {
+            (Some(InputLayer::Embedding(_) | InputLayer::Subword(_)), GraphInput::Features(_)) => {
                 return Err(Error::InvalidConfig(
                     "this model embeds token ids; give GraphInput::Tokens".into(),
                 ));

@@ -1,6 +1,6 @@
 //! Neural-network building blocks: the [`Module`] trait and the standard
 //! layers ([`Linear`], [`LayerNorm`], [`Dropout`], [`Mlp`], [`Embedding`],
-//! [`PositionalEncoding`]).
+//! [`SubwordEmbedding`], [`PositionalEncoding`]).
 
 mod activation;
 mod dropout;
@@ -12,6 +12,7 @@ mod linear;
 mod mlp;
 mod module;
 mod positional_encoding;
+mod subword;
 
 pub use activation::Activation;
 pub use dropout::Dropout;
@@ -23,3 +24,4 @@ pub(crate) use linear::check_dims;
 pub use mlp::Mlp;
 pub use module::{Module, ParamVisitor};
 pub use positional_encoding::PositionalEncoding;
+pub use subword::{SubwordConfig, SubwordEmbedding};

@@ -552,9 +552,9 @@ fn check_samples<B: Backend>(
                 len: classes,
             });
         }
-        match (&s.features, &model.input) {
-            (GraphFeatures::Tokens(ids), Some(InputLayer::Embedding(e))) => {
-                let vocab = e.weight.shape().0;
+        let vocab = model.input.as_ref().and_then(InputLayer::num_tokens);
+        match (&s.features, vocab) {
+            (GraphFeatures::Tokens(ids), Some(vocab)) => {
                 if let Some(&bad) = ids.iter().find(|&&t| t >= vocab) {
                     return Err(Error::IndexOutOfRange {
                         what: "token id of a graph sample",
@@ -568,7 +568,7 @@ fn check_samples<B: Backend>(
                     "{what} sample {i} has token ids but the model has no embedding"
                 )));
             }
-            (GraphFeatures::Dense(_), Some(InputLayer::Embedding(_))) => {
+            (GraphFeatures::Dense(_), Some(_)) => {
                 return Err(Error::InvalidConfig(format!(
                     "{what} sample {i} has dense features but the model embeds token ids"
                 )));
