@@ -475,15 +475,18 @@ fn subword_ngrams_are_the_bracketed_substrings() {
     assert_eq!(cfg.ngrams("é"), ["<é>"]);
 }
 
+/// 3-grams only, kept when two words share them.
+const TRIGRAMS: SubwordConfig = SubwordConfig {
+    min_n: 3,
+    max_n: 3,
+    min_words: 2,
+};
+
 #[test]
 fn subword_embedding_averages_the_word_and_shared_ngram_rows() {
     let cpu = C::new();
     let mut rng = StdRng::seed_from_u64(11);
-    let cfg = SubwordConfig {
-        min_n: 3,
-        max_n: 3,
-        min_words: 2,
-    };
+    let cfg = TRIGRAMS;
     // 3-grams: "abc" -> <ab abc bc>, "abd" -> <ab abd bd>, "xy" -> <xy xy>.
     // Only "<ab" is in two words, so it is the one n-gram row (row 4).
     let words = ["<unk>", "abc", "abd", "xy"];
@@ -549,11 +552,7 @@ fn subword_embedding_rejects_bad_settings() {
 fn subword_embedding_composes_unseen_words_from_known_ngrams() {
     let cpu = C::new();
     let mut rng = StdRng::seed_from_u64(12);
-    let cfg = SubwordConfig {
-        min_n: 3,
-        max_n: 3,
-        min_words: 2,
-    };
+    let cfg = TRIGRAMS;
     // Kept 3-grams: "<ab" (abc, abd) and "cd>" (acd, bcd): rows 5 and 6.
     let words = ["<unk>", "abc", "abd", "acd", "bcd"];
     let mut emb = SubwordEmbedding::new(&cpu, &words, cfg, 2, 0.5, &mut rng).unwrap();
