@@ -487,7 +487,8 @@ fn subword_embedding_averages_the_word_and_shared_ngram_rows() {
     let cpu = C::new();
     let mut rng = StdRng::seed_from_u64(11);
     let cfg = TRIGRAMS;
-    // 3-grams: "abc" -> <ab abc bc>, "abd" -> <ab abd bd>, "xy" -> <xy xy>.
+    // 3-grams: "abc" -> "<ab", "abc", "bc>"; "abd" -> "<ab", "abd", "bd>";
+    // "xy" -> "<xy", "xy>".
     // Only "<ab" is in two words, so it is the one n-gram row (row 4).
     let words = ["<unk>", "abc", "abd", "xy"];
     let emb = SubwordEmbedding::new(&cpu, &words, cfg, 3, 0.5, &mut rng).unwrap();

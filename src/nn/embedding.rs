@@ -52,11 +52,7 @@ impl<B: Backend> Embedding<B> {
                 "embedding size must be positive, got {num} x {dim}"
             )));
         }
-        if !(std.is_finite() && std > 0.0) {
-            return Err(Error::InvalidConfig(format!(
-                "embedding init std must be finite and > 0, got {std}"
-            )));
-        }
+        check_init_std(std)?;
         Ok(Embedding {
             weight: init::normal(backend, num, dim, std, rng)?,
         })
@@ -85,6 +81,18 @@ impl<B: Backend> Embedding<B> {
 }
 
 use crate::float::Float as _;
+
+/// The initial scale of an embedding table: finite and positive (a zero
+/// table would give every token the same vector).
+pub(super) fn check_init_std(std: f64) -> Result<()> {
+    if std.is_finite() && std > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::InvalidConfig(format!(
+            "embedding init std must be finite and > 0, got {std}"
+        )))
+    }
+}
 
 impl<B: Backend> Module<B> for Embedding<B> {
     fn visit_params(&self, v: &mut ParamVisitor<'_, B>) {

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use rand::Rng;
 use sprs::{CsMat, TriMat};
 
+use super::embedding::check_init_std;
 use super::{Module, ParamVisitor, init};
 use crate::autograd::{Index, Param, SparseMatrix, Tape, Var};
 use crate::backend::Backend;
@@ -143,11 +144,7 @@ impl<B: Backend> SubwordEmbedding<B> {
                 words.len()
             )));
         }
-        if !(std.is_finite() && std > 0.0) {
-            return Err(Error::InvalidConfig(format!(
-                "embedding init std must be finite and > 0, got {std}"
-            )));
-        }
+        check_init_std(std)?;
         let grams: Vec<Vec<String>> = words
             .iter()
             .map(|w| {
