@@ -485,13 +485,11 @@ fn parse_subwords(s: &str) -> Result<SubwordConfig, String> {
             .parse::<usize>()
             .map_err(|e| format!("bad n-gram length {v:?} in {s:?}: {e}"))
     };
-    let (min_n, max_n) = (parse(a)?, parse(b)?);
-    if min_n == 0 || min_n > max_n {
-        return Err(format!("need 1 <= MIN <= MAX, got {s:?}"));
-    }
-    Ok(SubwordConfig {
-        min_n,
-        max_n,
+    let config = SubwordConfig {
+        min_n: parse(a)?,
+        max_n: parse(b)?,
         ..SubwordConfig::default()
-    })
+    };
+    config.validate().map_err(|e| e.to_string())?;
+    Ok(config)
 }

@@ -40,7 +40,17 @@ impl Default for SubwordConfig {
 }
 
 impl SubwordConfig {
-    fn validate(&self) -> Result<()> {
+    /// Checks `1 <= min_n <= max_n` ([`Error::InvalidConfig`] otherwise).
+    /// [`SubwordEmbedding`]'s constructors call it; a front end can call it
+    /// to reject a configuration before building anything.
+    ///
+    /// ```
+    /// use hdgcn::nn::SubwordConfig;
+    /// let bad = SubwordConfig { min_n: 4, max_n: 3, ..SubwordConfig::default() };
+    /// assert!(bad.validate().is_err());
+    /// assert!(SubwordConfig::default().validate().is_ok());
+    /// ```
+    pub fn validate(&self) -> Result<()> {
         if self.min_n == 0 || self.min_n > self.max_n {
             return Err(Error::InvalidConfig(format!(
                 "subword n-gram lengths must satisfy 1 <= min_n <= max_n, got {}..={}",
