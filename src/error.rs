@@ -132,3 +132,59 @@ impl Error {
         }
     }
 }
+
+/// Checks that the setting `what` is finite and `> 0`
+/// ([`Error::InvalidConfig`] naming it and the value otherwise).
+pub(crate) fn check_positive(what: impl std::fmt::Display, v: f64) -> Result<()> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::InvalidConfig(format!(
+            "{what} must be finite and > 0, got {v}"
+        )))
+    }
+}
+
+/// Checks that the setting `what` is finite and `>= 0`
+/// ([`Error::InvalidConfig`] naming it and the value otherwise).
+pub(crate) fn check_non_negative(what: impl std::fmt::Display, v: f64) -> Result<()> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(Error::InvalidConfig(format!(
+            "{what} must be finite and >= 0, got {v}"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_positive_takes_only_finite_values_above_zero() {
+        assert!(check_positive("x", 1e-300).is_ok());
+        assert!(check_positive("x", 3.0).is_ok());
+        for bad in [0.0, -0.0, -1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let e = check_positive(format_args!("layer: {}", "eps"), bad).unwrap_err();
+            assert!(matches!(e, Error::InvalidConfig(_)), "{e:?}");
+            assert_eq!(
+                e.to_string(),
+                format!("invalid configuration: layer: eps must be finite and > 0, got {bad}")
+            );
+        }
+    }
+
+    #[test]
+    fn check_non_negative_takes_zero_but_not_negatives_or_non_finite() {
+        assert!(check_non_negative("x", 0.0).is_ok());
+        assert!(check_non_negative("x", 2.5).is_ok());
+        for bad in [-1e-300, -1.0, f64::NAN, f64::INFINITY] {
+            let e = check_non_negative("lr", bad).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("invalid configuration: lr must be finite and >= 0, got {bad}")
+            );
+        }
+    }
+}

@@ -5,7 +5,7 @@ use rand::Rng;
 
 use crate::autograd::{Segments, Tape, Var};
 use crate::backend::{Axis, Backend, SegmentReduce};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_non_negative};
 use crate::float::Float;
 use crate::nn::{Dropout, LayerNorm, Linear, Module, ParamVisitor, init};
 
@@ -149,12 +149,7 @@ impl MvcAttnConfig {
                 self.dropout
             )));
         }
-        if !(self.layer_norm_eps.is_finite() && self.layer_norm_eps >= 0.0) {
-            return Err(Error::InvalidConfig(format!(
-                "MvcAttn: layer_norm_eps must be finite and >= 0, got {}",
-                self.layer_norm_eps
-            )));
-        }
+        check_non_negative("MvcAttn: layer_norm_eps", self.layer_norm_eps)?;
         Ok(())
     }
 

@@ -5,7 +5,7 @@ use rand::Rng;
 use super::{DeviceGraph, GraphConv, check_input};
 use crate::autograd::{Param, Tape, Var};
 use crate::backend::{Axis, Backend};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_positive};
 use crate::graph::{LambdaMax, Normalization};
 use crate::nn::{Features, Linear, Module, ParamVisitor, init};
 
@@ -130,10 +130,8 @@ impl<B: Backend> ChebConv<B> {
         x: &Features<B>,
         lambda_max: &[f64],
     ) -> Result<Var<B>> {
-        if let Some(&bad) = lambda_max.iter().find(|l| !(l.is_finite() && **l > 0.0)) {
-            return Err(Error::InvalidConfig(format!(
-                "lambda_max must be finite and positive, got {bad}"
-            )));
+        for &l in lambda_max {
+            check_positive("lambda_max", l)?;
         }
         let lap = graph.scaled_laplacian_with(self.config.normalization, lambda_max)?;
         self.propagate(tape, graph, x, &lap)

@@ -8,7 +8,7 @@ use ndarray::Array2;
 
 use crate::autograd::{Tape, Var};
 use crate::backend::Backend;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_non_negative, check_positive};
 use crate::float::Float;
 use crate::graph::spectral::{Eigen, chebyshev_filter_fn, laplacian_eigen, spectral_filter_matrix};
 use crate::graph::{Graph, Normalization};
@@ -70,11 +70,7 @@ impl SpectralResponse {
     pub fn validate(&self) -> Result<()> {
         match self {
             SpectralResponse::Chebyshev { theta, lambda_max } => {
-                if !(lambda_max.is_finite() && *lambda_max > 0.0) {
-                    return Err(Error::InvalidConfig(format!(
-                        "Chebyshev response: lambda_max must be finite and > 0, got {lambda_max}"
-                    )));
-                }
+                check_positive("Chebyshev response: lambda_max", *lambda_max)?;
                 if let Some((k, t)) = theta.iter().enumerate().find(|(_, t)| !t.is_finite()) {
                     return Err(Error::InvalidConfig(format!(
                         "Chebyshev response: theta[{k}] = {t} is not finite"
@@ -82,15 +78,7 @@ impl SpectralResponse {
                 }
                 Ok(())
             }
-            SpectralResponse::Heat { t } => {
-                if t.is_finite() && *t >= 0.0 {
-                    Ok(())
-                } else {
-                    Err(Error::InvalidConfig(format!(
-                        "heat response: t must be finite and >= 0, got {t}"
-                    )))
-                }
-            }
+            SpectralResponse::Heat { t } => check_non_negative("heat response: t", *t),
             SpectralResponse::Custom(_) => Ok(()),
         }
     }

@@ -2,7 +2,7 @@
 
 use super::ops::check_lambda;
 use super::{Graph, Normalization};
-use crate::{Error, Result};
+use crate::error::{Error, Result, check_positive};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use sprs::CsMat;
 
@@ -78,11 +78,7 @@ impl Graph {
                 max_iter,
                 seed,
             } => {
-                if !(tol.is_finite() && tol > 0.0) {
-                    return Err(Error::InvalidConfig(format!(
-                        "lambda_max estimate: tol must be finite and > 0, got {tol}"
-                    )));
-                }
+                check_positive("lambda_max estimate: tol", tol)?;
                 if max_iter == 0 {
                     return Err(Error::InvalidConfig(
                         "lambda_max estimate: max_iter must be >= 1".into(),

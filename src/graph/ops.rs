@@ -1,7 +1,7 @@
 //! GCN operator and (scaled) Laplacians, numerically as PyTorch Geometric.
 
 use super::{Graph, csr_from_triplets};
-use crate::{Error, Result};
+use crate::error::{Error, Result, check_positive};
 use sprs::CsMat;
 use std::fmt;
 use std::str::FromStr;
@@ -212,13 +212,7 @@ impl Graph {
 
 /// Validates a λ_max for the scaled Laplacian.
 pub(crate) fn check_lambda(lambda_max: f64) -> Result<()> {
-    if lambda_max.is_finite() && lambda_max > 0.0 {
-        Ok(())
-    } else {
-        Err(Error::InvalidConfig(format!(
-            "lambda_max must be finite and > 0, got {lambda_max}"
-        )))
-    }
+    check_positive("lambda_max", lambda_max)
 }
 
 fn transpose_triplets(edges: Vec<(usize, usize, f64)>) -> Vec<(usize, usize, f64)> {

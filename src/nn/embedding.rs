@@ -6,7 +6,7 @@ use rand::Rng;
 use super::{Module, ParamVisitor, init};
 use crate::autograd::{Index, Param, Tape, Var};
 use crate::backend::Backend;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_positive};
 
 /// `torch.nn.Embedding`: row `i` of `weight` (`num x dim`, initialised
 /// N(0, 1) by [`Embedding::new`]) is the vector of token `i`.
@@ -52,7 +52,8 @@ impl<B: Backend> Embedding<B> {
                 "embedding size must be positive, got {num} x {dim}"
             )));
         }
-        check_init_std(std)?;
+        // A zero table would give every token the same vector.
+        check_positive("embedding init std", std)?;
         Ok(Embedding {
             weight: init::normal(backend, num, dim, std, rng)?,
         })
@@ -81,18 +82,6 @@ impl<B: Backend> Embedding<B> {
 }
 
 use crate::float::Float as _;
-
-/// The initial scale of an embedding table: finite and positive (a zero
-/// table would give every token the same vector).
-pub(super) fn check_init_std(std: f64) -> Result<()> {
-    if std.is_finite() && std > 0.0 {
-        Ok(())
-    } else {
-        Err(Error::InvalidConfig(format!(
-            "embedding init std must be finite and > 0, got {std}"
-        )))
-    }
-}
 
 impl<B: Backend> Module<B> for Embedding<B> {
     fn visit_params(&self, v: &mut ParamVisitor<'_, B>) {

@@ -6,7 +6,7 @@ use rand_distr::{Distribution, Uniform};
 
 use crate::autograd::Param;
 use crate::backend::Backend;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_non_negative};
 use crate::float::Float;
 
 fn uniform<B: Backend, R: Rng + ?Sized>(
@@ -84,9 +84,7 @@ pub fn normal<B: Backend, R: Rng + ?Sized>(
         ))
     };
     // rand_distr accepts a negative std (it negates the samples).
-    if !(std.is_finite() && std >= 0.0) {
-        return Err(bad());
-    }
+    check_non_negative("normal init std", std)?;
     let d = rand_distr::Normal::new(0.0, std).map_err(|_| bad())?;
     let a = Array2::from_shape_fn((rows, cols), |_| B::Elem::from_f64_lossy(d.sample(rng)));
     Ok(Param::from_array(backend, &a))

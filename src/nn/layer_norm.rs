@@ -3,7 +3,7 @@
 use super::{Module, ParamVisitor, init};
 use crate::autograd::{Param, Var};
 use crate::backend::Backend;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_non_negative};
 
 /// `torch.nn.LayerNorm(h)`: each row standardised (biased variance, `eps`
 /// inside the square root), then scaled by `weight` and shifted by `bias`.
@@ -25,11 +25,7 @@ impl<B: Backend> LayerNorm<B> {
                 "LayerNorm width must be positive".into(),
             ));
         }
-        if !(eps.is_finite() && eps >= 0.0) {
-            return Err(Error::InvalidConfig(format!(
-                "LayerNorm eps must be finite and >= 0, got {eps}"
-            )));
-        }
+        check_non_negative("LayerNorm eps", eps)?;
         Ok(LayerNorm {
             weight: init::constant(backend, 1, h, 1.0)?,
             bias: init::constant(backend, 1, h, 0.0)?,

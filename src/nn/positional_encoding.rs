@@ -2,7 +2,7 @@
 
 use ndarray::{Array2, s};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_positive};
 use crate::float::Float;
 
 /// PyG's `PositionalEncoding(out_channels, base_freq, granularity)`, with an
@@ -186,11 +186,6 @@ impl PositionalEncoding {
 
 /// `v` if it is positive and finite, else an error naming the setting.
 fn positive_finite(name: &str, v: f64) -> Result<f64> {
-    if v > 0.0 && v.is_finite() {
-        Ok(v)
-    } else {
-        Err(Error::InvalidConfig(format!(
-            "positional encoding {name} must be positive and finite, got {v}"
-        )))
-    }
+    check_positive(format_args!("positional encoding {name}"), v)?;
+    Ok(v)
 }

@@ -5,11 +5,10 @@ use std::collections::HashMap;
 use rand::Rng;
 use sprs::{CsMat, TriMat};
 
-use super::embedding::check_init_std;
 use super::{Module, ParamVisitor, init};
 use crate::autograd::{Index, Param, SparseMatrix, Tape, Var};
 use crate::backend::Backend;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_positive};
 
 /// Which character n-grams a [`SubwordEmbedding`] keeps.
 ///
@@ -154,7 +153,7 @@ impl<B: Backend> SubwordEmbedding<B> {
                 words.len()
             )));
         }
-        check_init_std(std)?;
+        check_positive("embedding init std", std)?;
         let grams: Vec<Vec<String>> = words
             .iter()
             .map(|w| {

@@ -56,7 +56,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::autograd::{Gradients, Param, ParamId};
 use crate::backend::{Backend, UnaryOp, UpdateRule};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_non_negative, check_positive};
 
 pub use ema::ExponentialMovingAverage;
 pub use schedule::{Constant, CosineAnnealing, LrSchedule, LrScheduleKind, StepLr};
@@ -90,11 +90,7 @@ fn invalid(owner: &str, field: &str, rule: &str, v: impl std::fmt::Display) -> E
 }
 
 fn check_nonneg(owner: &str, field: &str, v: f64) -> Result<()> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(())
-    } else {
-        Err(invalid(owner, field, "finite and >= 0", v))
-    }
+    check_non_negative(format_args!("{owner}: {field}"), v)
 }
 
 fn check_beta(owner: &str, field: &str, v: f64) -> Result<()> {
@@ -106,11 +102,7 @@ fn check_beta(owner: &str, field: &str, v: f64) -> Result<()> {
 }
 
 fn check_eps(owner: &str, field: &str, v: f64) -> Result<()> {
-    if v.is_finite() && v > 0.0 {
-        Ok(())
-    } else {
-        Err(invalid(owner, field, "finite and > 0", v))
-    }
+    check_positive(format_args!("{owner}: {field}"), v)
 }
 
 // ----- shared state and step --------------------------------------------------
@@ -230,9 +222,7 @@ macro_rules! optimizer_common {
 
         impl<B: Backend> Optimizer<B> for $opt<B> {
             fn step(&mut self, params: &[Param<B>], grads: &Gradients<B>) -> Result<()> {
-                if !(self.config.lr.is_finite() && self.config.lr >= 0.0) {
-                    return Err(invalid($name, "lr", "finite and >= 0", self.config.lr));
-                }
+                check_nonneg($name, "lr", self.config.lr)?;
                 let rule = self.config.rule();
                 apply_rule(&mut self.state, &rule, params, grads)
             }
@@ -664,11 +654,7 @@ pub fn clip_grad_norm<B: Backend>(
     grads: &mut Gradients<B>,
     max_norm: f64,
 ) -> Result<f64> {
-    if !(max_norm.is_finite() && max_norm > 0.0) {
-        return Err(Error::InvalidConfig(format!(
-            "clip_grad_norm: max_norm must be finite and > 0, got {max_norm}"
-        )));
-    }
+    check_positive("clip_grad_norm: max_norm", max_norm)?;
     let total = grad_norm(backend, grads);
     let coef = max_norm / (total + 1e-6);
     if coef < 1.0 {

@@ -1,6 +1,6 @@
 //! Learning-rate schedules (closed forms of the `torch.optim.lr_scheduler` ones).
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_non_negative};
 
 /// A learning rate as a function of the epoch (0-based).
 ///
@@ -12,13 +12,7 @@ pub trait LrSchedule {
 }
 
 fn check_lr(owner: &str, field: &str, v: f64) -> Result<()> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(())
-    } else {
-        Err(Error::InvalidConfig(format!(
-            "{owner}: {field} must be finite and >= 0, got {v}"
-        )))
-    }
+    check_non_negative(format_args!("{owner}: {field}"), v)
 }
 
 /// A constant learning rate.

@@ -12,7 +12,7 @@ use rand::seq::SliceRandom;
 use crate::autograd::{Index, Tape, Var};
 use crate::backend::{Axis, Backend};
 use crate::conv::DeviceGraph;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_positive};
 use crate::float::Float;
 use crate::graph::{Batch, Graph};
 use crate::models::{GraphClassifier, GraphInput, InputLayer};
@@ -680,11 +680,7 @@ pub fn train_graph_classifier<B: Backend>(
         return Err(Error::InvalidConfig("batch_size must be at least 1".into()));
     }
     if let Some(c) = cfg.clip_grad_norm {
-        if !(c.is_finite() && c > 0.0) {
-            return Err(Error::InvalidConfig(format!(
-                "clip_grad_norm must be finite and positive, got {c}"
-            )));
-        }
+        check_positive("clip_grad_norm", c)?;
     }
     crate::autograd::check_label_smoothing(cfg.label_smoothing)?;
     check_node_dropout(cfg.node_dropout)?;
@@ -692,11 +688,7 @@ pub fn train_graph_classifier<B: Backend>(
     check_samples(model, val, "validation")?;
     check_samples(model, test, "test")?;
     let scale = cfg.input_lr_scale;
-    if !(scale.is_finite() && scale > 0.0) {
-        return Err(Error::InvalidConfig(format!(
-            "input_lr_scale must be finite and positive, got {scale}"
-        )));
-    }
+    check_positive("input_lr_scale", scale)?;
     let backend = model.backend().clone();
     let build = |lr: f64| -> Result<Box<dyn Optimizer<B>>> {
         Ok(match cfg.optimizer {
