@@ -223,3 +223,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_lines_carry_exactly_the_issue_fields() {
+        let line = json_line(1000, 1.5, 20.25, "dense");
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let obj = v.as_object().unwrap();
+        let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["kind", "ms", "n", "peak_rss_mb"]);
+        assert_eq!(
+            (v["n"].as_u64(), v["kind"].as_str()),
+            (Some(1000), Some("dense"))
+        );
+        assert_eq!(
+            (v["ms"].as_f64(), v["peak_rss_mb"].as_f64()),
+            (Some(1.5), Some(20.25))
+        );
+        assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn both_kinds_measure_a_small_graph() {
+        for ms in [measure_mvcattn(200).unwrap(), measure_dense(200).unwrap()] {
+            assert!(ms.is_finite() && ms > 0.0, "{ms}");
+        }
+    }
+}

@@ -15,7 +15,7 @@ mod common;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use common::{Accuracies, AttnFlags, Example, Malloc, ModelKind, flag_name, parse_runs};
+use common::{Accuracies, AttnFlags, Example, Malloc, ModelKind, Report, flag_name, parse_runs};
 use hdgcn::autograd::SparseMatrix;
 use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
@@ -154,12 +154,17 @@ impl Example for Args {
     fn device(&self) -> Device {
         self.device
     }
-    fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<()> {
+
+    fn json(&self) -> bool {
+        self.json
+    }
+
+    fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<Report> {
         run(self, backend, device)
     }
 }
 
-fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgcn::Result<()> {
+fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgcn::Result<Report> {
     let model_kind = args.model;
     let hd = matches!(model_kind, ModelKind::Hdgcn | ModelKind::HdgcnStatic);
     let k = args.k.unwrap_or(if hd { 6 } else { 3 });
@@ -270,13 +275,12 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
     let (model_name, split_kind) = (flag_name(&model_kind), flag_name(&args.split));
     let step = median(&steps);
     let rss = peak_rss_mb().unwrap_or(f64::NAN);
-    println!(
+    let line = format!(
         "{} {} ({} split, {} runs): test accuracy {tm:.2} ± {ts:.2} %, val {vm:.2} %, \
          train step median {step:.3} ms, peak RSS {rss:.0} MiB",
         data.name, model_name, split_kind, args.runs
     );
-    if args.json {
-        let j = serde_json::json!({
+    let json = serde_json::json!({
             "dataset": data.name,
             "model": model_name,
             "split": split_kind,
@@ -304,10 +308,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "malloc": args.malloc.in_effect(),
             "device": device.as_str(),
             "adapter": backend.name(),
-        });
-        println!("{j}");
-    }
-    Ok(())
+    });
+    Ok(Report { line, json })
 }
 
 /// The largest `lr × hidden` at which HDGCN (the dynamic variant) trained in
@@ -336,6 +338,136 @@ fn lr_width_warning(model: ModelKind, lr: f64, hidden: usize) -> Option<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hdgcn::backend::Cpu;
+    use std::path::Path;
+
+    /// The fields README.md lists for `planetoid --json`.
+    const README_FIELDS: [&str; 27] = [
+        "dataset",
+        "model",
+        "split",
+        "runs",
+        "test_acc_mean",
+        "test_acc_std",
+        "val_acc_mean",
+        "train_step_ms_median",
+        "peak_rss_mb",
+        "malloc",
+        "device",
+        "adapter",
+        "test_accs",
+        "best_epochs",
+        "hidden",
+        "k",
+        "epochs",
+        "patience",
+        "lr",
+        "lr_schedule",
+        "label_smoothing",
+        "ema",
+        "supernodes",
+        "routing",
+        "score_norm",
+        "head",
+        "activation",
+    ];
+
+    fn parse(flags: &[&str]) -> Args {
+        let argv = std::iter::once("planetoid").chain(flags.iter().copied());
+        Args::try_parse_from(argv).unwrap_or_else(|e| panic!("{flags:?}: {e}"))
+    }
+
+    fn run_cpu(args: &Args) -> Report {
+        run(args, &Cpu::<f32>::new(), Device::Cpu).unwrap()
+    }
+
+    #[test]
+    fn the_hdgcn_flags_of_issue_3_parse() {
+        let a = parse(&["--model", "hdgcn", "--k", "4", "--supernodes", "12"]);
+        assert_eq!(
+            (a.model, a.k, a.attn.supernodes),
+            (ModelKind::Hdgcn, Some(4), 12)
+        );
+        assert_eq!(
+            parse(&["--model", "hdgcn-static"]).model,
+            ModelKind::HdgcnStatic
+        );
+        assert_eq!(parse(&["--split", "full"]).split, Split::Full);
+        assert!(Args::try_parse_from(["planetoid", "--model", "gat"]).is_err());
+    }
+
+    #[test]
+    fn json_summary_has_the_readme_fields_and_a_saved_checkpoint_reloads() {
+        // The vendored Cora (data/planetoid), public split.
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+        let ckpt = std::env::temp_dir().join(format!(
+            "hdgcn-planetoid-example-{}.safetensors",
+            std::process::id()
+        ));
+        let mut common: Vec<&str> =
+            "--model hdgcn --k 2 --supernodes 3 --hidden 8 --epochs 5 --quiet --json"
+                .split_whitespace()
+                .collect();
+        common.extend(["--data-dir", data.to_str().unwrap()]);
+        let trained = run_cpu(&parse(
+            &[
+                &common[..],
+                &["--runs", "2", "--save", ckpt.to_str().unwrap()],
+            ]
+            .concat(),
+        ));
+        let j = &trained.json;
+        for field in README_FIELDS {
+            assert!(j.get(field).is_some(), "missing {field:?} in {j}");
+        }
+        assert_eq!(
+            (j["dataset"].as_str(), j["model"].as_str()),
+            (Some("cora"), Some("hdgcn"))
+        );
+        assert_eq!(
+            (j["split"].as_str(), j["runs"].as_u64()),
+            (Some("public"), Some(2))
+        );
+        assert_eq!(
+            (j["k"].as_u64(), j["supernodes"].as_u64()),
+            (Some(2), Some(3))
+        );
+        assert_eq!(j["head"], "linear");
+        let tests = j["test_accs"].as_array().unwrap().clone();
+        assert_eq!(tests.len(), 2);
+        assert!(
+            j["train_step_ms_median"].as_f64().is_some_and(|v| v > 0.0),
+            "{j}"
+        );
+        // The checkpoint is the last run's (seed 1) at its best epoch.
+        let loaded = run_cpu(&parse(
+            &[
+                &common[..],
+                &[
+                    "--runs",
+                    "1",
+                    "--seed",
+                    "1",
+                    "--load",
+                    ckpt.to_str().unwrap(),
+                ],
+            ]
+            .concat(),
+        ));
+        assert_eq!(loaded.json["test_accs"][0], tests[1], "{}", loaded.json);
+        std::fs::remove_file(&ckpt).unwrap();
+        // The static variant reports no MVCAttn settings.
+        let st = run_cpu(&parse(
+            &[
+                &["--model", "hdgcn-static", "--runs", "1"][..],
+                &common[2..],
+            ]
+            .concat(),
+        ));
+        assert_eq!(st.json["model"], "hdgcn-static");
+        assert_eq!(st.json["supernodes"], serde_json::Value::Null);
+        assert_eq!(st.json["k"].as_u64(), Some(2));
+    }
 
     #[test]
     fn warns_only_for_the_dynamic_variant_above_the_measured_boundary() {

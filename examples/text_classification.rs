@@ -14,11 +14,14 @@
 //! val_acc_mean, epoch_s_median, peak_rss_mb, ...), accuracies in percent.
 
 mod common;
+#[cfg(test)]
+#[path = "common/test_corpus.rs"]
+mod test_corpus;
 
 use std::path::PathBuf;
 
 use clap::Parser;
-use common::{Accuracies, AttnFlags, Example, Malloc, ModelKind, flag_name, parse_runs};
+use common::{Accuracies, AttnFlags, Example, Malloc, ModelKind, Report, flag_name, parse_runs};
 use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
@@ -243,12 +246,17 @@ impl Example for Args {
     fn device(&self) -> Device {
         self.device
     }
-    fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<()> {
+
+    fn json(&self) -> bool {
+        self.json
+    }
+
+    fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<Report> {
         run(self, backend, device)
     }
 }
 
-fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgcn::Result<()> {
+fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgcn::Result<Report> {
     let model_kind = args.model;
     let activation: Activation = args.activation.parse()?;
     if args.layers == 0 {
@@ -428,14 +436,13 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
     let (tm, ts, vm) = acc.summary();
     let ep = median(&epochs);
     let rss = peak_rss_mb().unwrap_or(f64::NAN);
-    println!(
+    let line = format!(
         "{} {} ({} runs): test accuracy {tm:.2} ± {ts:.2} %, val {vm:.2} %, epoch median {ep:.2} s, peak RSS {rss:.0} MiB",
         corpus.name,
         flag_name(&model_kind),
         args.runs
     );
-    if args.json {
-        let j = serde_json::json!({
+    let json = serde_json::json!({
             "dataset": corpus.name,
             "model": flag_name(&model_kind),
             "runs": args.runs,
@@ -469,10 +476,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "malloc": args.malloc.in_effect(),
             "device": device.as_str(),
             "adapter": backend.name(),
-        });
-        println!("{j}");
-    }
-    Ok(())
+    });
+    Ok(Report { line, json })
 }
 
 /// `--subwords MIN:MAX`: n-gram lengths, kept when shared by two words.
@@ -492,4 +497,232 @@ fn parse_subwords(s: &str) -> Result<SubwordConfig, String> {
     };
     config.validate().map_err(|e| e.to_string())?;
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_corpus::{scratch, write_corpus};
+    use super::*;
+    use hdgcn::backend::Cpu;
+    use std::path::Path;
+
+    /// The fields issue 3 names for the last `--json` line.
+    const CONTRACT_FIELDS: [&str; 8] = [
+        "dataset",
+        "model",
+        "runs",
+        "test_acc_mean",
+        "test_acc_std",
+        "val_acc_mean",
+        "epoch_s_median",
+        "peak_rss_mb",
+    ];
+
+    /// The other fields README.md lists for `text_classification --json`.
+    const README_FIELDS: [&str; 25] = [
+        "malloc",
+        "device",
+        "adapter",
+        "k",
+        "supernodes",
+        "routing",
+        "score_norm",
+        "hidden",
+        "layers",
+        "activation",
+        "embed_dim",
+        "embed_init_std",
+        "subwords",
+        "window",
+        "readout",
+        "node_weights",
+        "lr",
+        "lr_schedule",
+        "embed_lr_scale",
+        "label_smoothing",
+        "ema",
+        "node_dropout",
+        "position_encoding",
+        "test_accs",
+        "best_epochs",
+    ];
+
+    fn parse(flags: &[&str]) -> Args {
+        let argv = std::iter::once("text_classification").chain(flags.iter().copied());
+        Args::try_parse_from(argv).unwrap_or_else(|e| panic!("{flags:?}: {e}"))
+    }
+
+    fn run_cpu(args: &Args) -> Report {
+        run(args, &Cpu::<f32>::new(), Device::Cpu).unwrap()
+    }
+
+    #[test]
+    fn the_issue_command_line_parses() {
+        let a = parse(&[
+            "--dataset",
+            "r52",
+            "--model",
+            "hdgcn-static",
+            "--k",
+            "4",
+            "--supernodes",
+            "12",
+            "--hidden",
+            "32",
+            "--window",
+            "5",
+            "--epochs",
+            "7",
+            "--batch-size",
+            "16",
+            "--lr",
+            "1e-3",
+            "--optimizer",
+            "adam",
+            "--embeddings",
+            "glove.txt",
+            "--runs",
+            "3",
+            "--seed",
+            "9",
+            "--data-dir",
+            "/data",
+            "--json",
+            "--quiet",
+        ]);
+        assert_eq!(a.dataset, "r52");
+        assert_eq!(a.model, ModelKind::HdgcnStatic);
+        assert_eq!((a.k, a.attn.supernodes, a.hidden), (Some(4), 12, 32));
+        assert_eq!((a.window, a.epochs, a.batch_size), (5, 7, 16));
+        assert_eq!(a.lr, 1e-3);
+        assert_eq!(a.optimizer, GraphOptimizer::Adam);
+        assert_eq!(a.embeddings.as_deref(), Some(Path::new("glove.txt")));
+        assert_eq!((a.runs, a.seed), (3, 9));
+        assert_eq!(a.data_dir.as_deref(), Some(Path::new("/data")));
+        assert!(a.json && a.quiet);
+        for (name, kind) in [
+            ("hdgcn", ModelKind::Hdgcn),
+            ("hdgcn-static", ModelKind::HdgcnStatic),
+            ("gcn", ModelKind::Gcn),
+            ("cheb", ModelKind::Cheb),
+        ] {
+            assert_eq!(parse(&["--model", name]).model, kind);
+        }
+        assert_eq!(
+            parse(&["--optimizer", "adabelief"]).optimizer,
+            GraphOptimizer::AdaBelief
+        );
+        // The issue's defaults: K = 6 (resolved in `run`), 10 supernodes,
+        // width 64, window 3, batch 64, lr 1e-3, AdaBelief.
+        let d = parse(&[]);
+        assert_eq!(
+            (d.k, d.attn.supernodes, d.hidden, d.window),
+            (None, 10, 64, 3)
+        );
+        assert_eq!((d.batch_size, d.lr), (64, 1e-3));
+        assert_eq!(d.optimizer, GraphOptimizer::AdaBelief);
+        for bad in [
+            &["--model", "gat"][..],
+            &["--runs", "0"],
+            &["--optimizer", "lbfgs"],
+        ] {
+            let argv = std::iter::once("text_classification").chain(bad.iter().copied());
+            assert!(Args::try_parse_from(argv).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn json_summary_has_the_contract_fields_and_a_saved_checkpoint_reloads() {
+        let root = scratch("json");
+        write_corpus(&root, "R8");
+        let ckpt = root.join("model.safetensors");
+        let (root_s, ckpt_s) = (root.to_str().unwrap(), ckpt.to_str().unwrap());
+        let mut common: Vec<&str> =
+            "--dataset r8 --model hdgcn --k 2 --supernodes 2 --hidden 8 --epochs 8 \
+             --batch-size 8 --lr 1e-2 --quiet --json"
+                .split_whitespace()
+                .collect();
+        common.extend(["--data-dir", root_s]);
+        let trained = run_cpu(&parse(
+            &[&common[..], &["--runs", "2", "--save", ckpt_s]].concat(),
+        ));
+        let j = &trained.json;
+        for field in CONTRACT_FIELDS.iter().chain(&README_FIELDS) {
+            assert!(j.get(field).is_some(), "missing {field:?} in {j}");
+        }
+        assert_eq!(j["dataset"], "r8");
+        assert_eq!(j["model"], "hdgcn");
+        assert_eq!(j["runs"], 2);
+        assert_eq!(
+            (j["k"].as_u64(), j["supernodes"].as_u64()),
+            (Some(2), Some(2))
+        );
+        let tests: Vec<f64> = j["test_accs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(tests.len(), 2);
+        let mean = j["test_acc_mean"].as_f64().unwrap();
+        assert!((mean - (tests[0] + tests[1]) / 2.0).abs() < 1e-9, "{j}");
+        for field in ["test_acc_std", "val_acc_mean", "epoch_s_median"] {
+            let v = j[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{field} in {j}"));
+            assert!(v.is_finite() && v >= 0.0, "{field} = {v}");
+        }
+        assert!(trained.line.contains("test accuracy"), "{}", trained.line);
+        // The checkpoint is the last run's (seed 1) at its best epoch:
+        // evaluated again it gives that run's test accuracy exactly.
+        let loaded = run_cpu(&parse(
+            &[
+                &common[..],
+                &["--runs", "1", "--seed", "1", "--load", ckpt_s],
+            ]
+            .concat(),
+        ));
+        assert_eq!(loaded.json["test_accs"][0].as_f64(), Some(tests[1]));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn glove_vectors_set_the_embedding_width() {
+        let root = scratch("glove");
+        write_corpus(&root, "R8");
+        let glove = root.join("glove.txt");
+        std::fs::write(
+            &glove,
+            "grain 0.1 0.2 0.3 0.4 0.5\noil -0.1 0.0 0.2 0.3 -0.4\n",
+        )
+        .unwrap();
+        let args = parse(&[
+            "--dataset",
+            "r8",
+            "--model",
+            "gcn",
+            "--hidden",
+            "8",
+            "--epochs",
+            "1",
+            "--embeddings",
+            glove.to_str().unwrap(),
+            "--data-dir",
+            root.to_str().unwrap(),
+            "--quiet",
+        ]);
+        let j = run_cpu(&args).json;
+        assert_eq!(j["embed_dim"], 5, "{j}");
+        assert_eq!(j["k"], serde_json::Value::Null);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_missing_corpus_is_an_error_naming_the_file() {
+        let root = scratch("missing");
+        let args = parse(&["--dataset", "ohsumed", "--data-dir", root.to_str().unwrap()]);
+        let err = run(&args, &Cpu::<f32>::new(), Device::Cpu).unwrap_err();
+        assert!(err.to_string().contains("ohsumed.txt"), "{err}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

@@ -67,31 +67,51 @@ pub fn configure_malloc(malloc: Malloc) {
     }
 }
 
+/// What a training example reports when it is done.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// One human-readable summary line.
+    pub line: String,
+    /// The `--json` summary (its fields are a contract other tools read).
+    pub json: serde_json::Value,
+}
+
 /// An example's parsed arguments, which know how to run on any backend.
 pub trait Example: Parser {
     /// The `--device` flag.
     fn device(&self) -> Device;
     /// The `--malloc` flag.
     fn malloc(&self) -> Malloc;
+    /// The `--json` flag.
+    fn json(&self) -> bool;
     /// The whole example on `backend`.
-    fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<()>;
+    fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<Report>;
 }
 
-/// Parses the arguments, runs the example on the chosen device, and exits
-/// with status 1 after printing the error, if any.
+/// Parses the arguments, runs the example on the chosen device and prints
+/// its summary line, then, with `--json`, the JSON summary as the last
+/// stdout line; exits with status 1 after printing the error, if any.
 pub fn main<A: Example>() {
     let args = A::parse();
     configure_malloc(args.malloc());
     let device = args.device();
-    if let Err(e) = device
+    match device
         .run(Job {
             args: &args,
             device,
         })
         .and_then(|r| r)
     {
-        eprintln!("error: {e}");
-        std::process::exit(1);
+        Ok(report) => {
+            println!("{}", report.line);
+            if args.json() {
+                println!("{}", report.json);
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
     }
 }
 
@@ -102,8 +122,8 @@ struct Job<'a, A> {
 }
 
 impl<A: Example> WithBackend for Job<'_, A> {
-    type Output = hdgcn::Result<()>;
-    fn run<B: Backend<Elem = f32>>(self, backend: B) -> hdgcn::Result<()> {
+    type Output = hdgcn::Result<Report>;
+    fn run<B: Backend<Elem = f32>>(self, backend: B) -> hdgcn::Result<Report> {
         self.args.run(&backend, self.device)
     }
 }

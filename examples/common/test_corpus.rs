@@ -1,0 +1,52 @@
+//! A small synthetic corpus in the TextGCN layout for the examples' tests
+//! (included with `#[cfg(test)] #[path = "common/test_corpus.rs"] mod
+//! test_corpus;`).
+
+use std::path::Path;
+
+use hdgcn::data::text::text_gcn_dir;
+
+/// Writes a two-class corpus under `root/text_gcn` with the file stem
+/// `stem` (`R8`, `mr`, ...: the loader knows the four corpora by name):
+/// 160 training and 80 test documents of eight words drawn (by a fixed
+/// LCG) from a shared pool of twelve, each class taking two words in three
+/// from its own half, so that a trained model is neither at chance nor
+/// perfect.
+pub fn write_corpus(root: &Path, stem: &str) {
+    let dir = text_gcn_dir(root);
+    std::fs::create_dir_all(dir.join("corpus")).unwrap();
+    let pool = [
+        "grain", "wheat", "harvest", "crop", "corn", "barley", "oil", "crude", "barrel",
+        "refinery", "pipeline", "fuel",
+    ];
+    let mut state = 12345u64;
+    let mut next = |n: usize| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) % n as u64) as usize
+    };
+    let (mut labels, mut text) = (String::new(), String::new());
+    for i in 0..240 {
+        let class = i % 2;
+        let split = if i < 160 { "train" } else { "test" };
+        let doc: Vec<&str> = (0..8)
+            .map(|_| {
+                let half = if next(3) < 2 { class } else { 1 - class };
+                pool[half * 6 + next(6)]
+            })
+            .collect();
+        labels.push_str(&format!("{i}\t{split}\tc{class}\n"));
+        text.push_str(&format!("{}\n", doc.join(" ")));
+    }
+    std::fs::write(dir.join(format!("{stem}.txt")), labels).unwrap();
+    std::fs::write(dir.join("corpus").join(format!("{stem}.clean.txt")), text).unwrap();
+}
+
+/// A fresh, empty scratch folder for one test.
+pub fn scratch(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("hdgcn-example-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
