@@ -9,6 +9,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
+use super::selection::{Selected, Selection};
 use crate::autograd::{Index, Tape, Var};
 use crate::backend::{Axis, Backend};
 use crate::conv::DeviceGraph;
@@ -729,16 +730,10 @@ pub fn train_graph_classifier<B: Backend>(
         .map(|d| ExponentialMovingAverage::new(&params, d).map(|e| e.with_warmup(true)))
         .transpose()?;
 
-    struct Best<E> {
-        val_acc: f64,
-        val_loss: f64,
-        epoch: usize,
-        values: Vec<Array2<E>>,
-    }
-    let mut best: Option<Best<B::Elem>> = None;
+    let mut selection = Selection::new(cfg.patience);
     let mut epoch_secs = Vec::with_capacity(cfg.epochs);
     let mut history = Vec::with_capacity(cfg.epochs);
-    let (mut since_best, mut epochs_run, mut final_loss) = (0, 0, f64::NAN);
+    let (mut epochs_run, mut final_loss) = (0, f64::NAN);
     let mut step: u64 = 0;
     model.set_training(true);
     let pb = super::progress_bar(cfg.epochs as u64, cfg.quiet);
@@ -805,12 +800,9 @@ pub fn train_graph_classifier<B: Backend>(
         final_loss = loss_sum / train.len() as f64;
         epochs_run = epoch + 1;
 
-        let (val_acc, val_loss, values) = super::validate_epoch(
-            &params,
-            ema.as_mut(),
-            best.as_ref().map(|b| (b.val_acc, b.val_loss)),
-            || evaluate_prepared(model, &val_batches),
-        )?;
+        let (val_acc, val_loss) = selection.validate(epoch, &params, ema.as_mut(), || {
+            evaluate_prepared(model, &val_batches)
+        })?;
         history.push(EpochRecord {
             lr,
             train_loss: final_loss,
@@ -818,36 +810,18 @@ pub fn train_graph_classifier<B: Backend>(
             val_acc,
             val_loss,
         });
-        if let Some(values) = values {
-            best = Some(Best {
-                val_acc,
-                val_loss,
-                epoch,
-                values,
-            });
-            since_best = 0;
-        } else {
-            since_best += 1;
-        }
         pb.set_message(format!("loss {final_loss:.4} val {val_acc:.4}"));
         pb.inc(1);
-        if cfg.patience.is_some_and(|p| since_best >= p) {
+        if selection.should_stop() {
             break;
         }
     }
     pb.finish_and_clear();
-    let Some(Best {
+    let Selected {
+        epoch: best_epoch,
         val_acc,
         val_loss,
-        epoch: best_epoch,
-        values,
-    }) = best
-    else {
-        return Err(Error::Empty("no epoch ran".into()));
-    };
-    for (p, v) in params.iter().zip(&values) {
-        p.set(backend.upload(v.view()));
-    }
+    } = selection.restore(&backend, &params)?;
     let (test_acc, _) = evaluate_prepared(model, &prepare_all(&backend, test, cfg.batch_size)?)?;
     let (train_acc, _) = evaluate_prepared(model, &prepare_all(&backend, train, cfg.batch_size)?)?;
     Ok(GraphTrainReport {

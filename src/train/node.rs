@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use super::selection::{Selected, Selection};
 use crate::autograd::{Index, Tape};
 use crate::backend::{Axis, Backend};
 use crate::conv::DeviceGraph;
@@ -103,14 +104,6 @@ pub struct NodeTrainReport {
     pub final_loss: f64,
 }
 
-/// Parameters at the best validation epoch so far.
-struct Snapshot<E> {
-    val_acc: f64,
-    val_loss: f64,
-    epoch: usize,
-    values: Vec<ndarray::Array2<E>>,
-}
-
 fn labels_of(task_labels: &[Option<usize>], nodes: &[usize], what: &str) -> Result<Vec<usize>> {
     nodes
         .iter()
@@ -208,9 +201,8 @@ pub fn train_node_classifier<B: Backend>(
     let mut opt_rest: Adam<B> = base.weight_decay(0.0).build()?;
     let schedule = cfg.lr_schedule.schedule(cfg.lr, cfg.epochs)?;
 
-    let mut best: Option<Snapshot<B::Elem>> = None;
+    let mut selection = Selection::new(cfg.patience);
     let mut step_ms = Vec::with_capacity(cfg.epochs);
-    let mut since_best = 0;
     let mut final_loss = f64::NAN;
     let mut epochs_run = 0;
     model.set_training(true);
@@ -271,39 +263,21 @@ pub fn train_node_classifier<B: Backend>(
         if let Some(ema) = &mut ema {
             ema.update(&params)?;
         }
-        let (val_acc, val_loss, values) = super::validate_epoch(
-            &params,
-            ema.as_mut(),
-            best.as_ref().map(|b| (b.val_acc, b.val_loss)),
-            || evaluate_nodes(model, task, &task.split.val),
-        )?;
-        if let Some(values) = values {
-            best = Some(Snapshot {
-                val_acc,
-                val_loss,
-                epoch,
-                values,
-            });
-            since_best = 0;
-        } else {
-            since_best += 1;
-        }
+        let (val_acc, _) = selection.validate(epoch, &params, ema.as_mut(), || {
+            evaluate_nodes(model, task, &task.split.val)
+        })?;
         pb.set_message(format!("loss {final_loss:.4} val {val_acc:.4}"));
         pb.inc(1);
-        if cfg.patience.is_some_and(|p| since_best >= p) {
+        if selection.should_stop() {
             break;
         }
     }
     pb.finish_and_clear();
-    let Snapshot {
-        val_acc,
+    let Selected {
         epoch: best_epoch,
-        values,
+        val_acc,
         ..
-    } = best.expect("at least one epoch ran");
-    for (p, v) in params.iter().zip(&values) {
-        p.set(backend.upload(v.view()));
-    }
+    } = selection.restore(&backend, &params)?;
     let (test_acc, _) = evaluate_nodes(model, task, &task.split.test)?;
     let (train_acc, _) = evaluate_nodes(model, task, train)?;
     Ok(NodeTrainReport {
