@@ -31,8 +31,8 @@
 //! are drawn unlabelled and the CSV files carry the words.
 
 #[cfg(test)]
-#[path = "common/test_corpus.rs"]
-mod test_corpus;
+#[path = "common/testing.rs"]
+mod testing;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -575,12 +575,11 @@ fn write_csv(path: &Path, mat: &Array2<f64>, rows: &[String], cols: &[String]) -
 
 #[cfg(test)]
 mod tests {
-    use super::test_corpus::{scratch, write_corpus};
+    use super::testing::{parse_args, scratch, write_corpus};
     use super::*;
 
     fn parse(flags: &[&str]) -> Args {
-        let argv = std::iter::once("attention_map").chain(flags.iter().copied());
-        Args::try_parse_from(argv).unwrap_or_else(|e| panic!("{flags:?}: {e}"))
+        parse_args(flags)
     }
 
     /// `(header, rows)` of a CSV map: the column labels, then each row's

@@ -11,6 +11,9 @@
 //! val_acc_mean, train_step_ms_median, peak_rss_mb, ...).
 
 mod common;
+#[cfg(test)]
+#[path = "common/testing.rs"]
+mod testing;
 
 use std::path::PathBuf;
 
@@ -337,9 +340,14 @@ fn lr_width_warning(model: ModelKind, lr: f64, hidden: usize) -> Option<String> 
 
 #[cfg(test)]
 mod tests {
+    use super::common::run_on_cpu;
+    use super::testing::{parse_args, scratch};
     use super::*;
-    use hdgcn::backend::Cpu;
     use std::path::Path;
+
+    fn parse(flags: &[&str]) -> Args {
+        parse_args(flags)
+    }
 
     /// The fields README.md lists for `planetoid --json`.
     const README_FIELDS: [&str; 27] = [
@@ -372,15 +380,6 @@ mod tests {
         "activation",
     ];
 
-    fn parse(flags: &[&str]) -> Args {
-        let argv = std::iter::once("planetoid").chain(flags.iter().copied());
-        Args::try_parse_from(argv).unwrap_or_else(|e| panic!("{flags:?}: {e}"))
-    }
-
-    fn run_cpu(args: &Args) -> Report {
-        run(args, &Cpu::<f32>::new(), Device::Cpu).unwrap()
-    }
-
     #[test]
     fn the_hdgcn_flags_of_issue_3_parse() {
         let a = parse(&["--model", "hdgcn", "--k", "4", "--supernodes", "12"]);
@@ -400,16 +399,14 @@ mod tests {
     fn json_summary_has_the_readme_fields_and_a_saved_checkpoint_reloads() {
         // The vendored Cora (data/planetoid), public split.
         let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
-        let ckpt = std::env::temp_dir().join(format!(
-            "hdgcn-planetoid-example-{}.safetensors",
-            std::process::id()
-        ));
+        let dir = scratch("planetoid");
+        let ckpt = dir.join("model.safetensors");
         let mut common: Vec<&str> =
             "--model hdgcn --k 2 --supernodes 3 --hidden 8 --epochs 5 --quiet --json"
                 .split_whitespace()
                 .collect();
         common.extend(["--data-dir", data.to_str().unwrap()]);
-        let trained = run_cpu(&parse(
+        let trained = run_on_cpu::<Args>(&parse(
             &[
                 &common[..],
                 &["--runs", "2", "--save", ckpt.to_str().unwrap()],
@@ -440,7 +437,7 @@ mod tests {
             "{j}"
         );
         // The checkpoint is the last run's (seed 1) at its best epoch.
-        let loaded = run_cpu(&parse(
+        let loaded = run_on_cpu::<Args>(&parse(
             &[
                 &common[..],
                 &[
@@ -455,9 +452,9 @@ mod tests {
             .concat(),
         ));
         assert_eq!(loaded.json["test_accs"][0], tests[1], "{}", loaded.json);
-        std::fs::remove_file(&ckpt).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
         // The static variant reports no MVCAttn settings.
-        let st = run_cpu(&parse(
+        let st = run_on_cpu::<Args>(&parse(
             &[
                 &["--model", "hdgcn-static", "--runs", "1"][..],
                 &common[2..],

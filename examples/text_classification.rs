@@ -15,8 +15,8 @@
 
 mod common;
 #[cfg(test)]
-#[path = "common/test_corpus.rs"]
-mod test_corpus;
+#[path = "common/testing.rs"]
+mod testing;
 
 use std::path::PathBuf;
 
@@ -501,10 +501,14 @@ fn parse_subwords(s: &str) -> Result<SubwordConfig, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::test_corpus::{scratch, write_corpus};
+    use super::common::run_on_cpu;
+    use super::testing::{parse_args, scratch, write_corpus};
     use super::*;
-    use hdgcn::backend::Cpu;
     use std::path::Path;
+
+    fn parse(flags: &[&str]) -> Args {
+        parse_args(flags)
+    }
 
     /// The fields issue 3 names for the last `--json` line.
     const CONTRACT_FIELDS: [&str; 8] = [
@@ -546,15 +550,6 @@ mod tests {
         "test_accs",
         "best_epochs",
     ];
-
-    fn parse(flags: &[&str]) -> Args {
-        let argv = std::iter::once("text_classification").chain(flags.iter().copied());
-        Args::try_parse_from(argv).unwrap_or_else(|e| panic!("{flags:?}: {e}"))
-    }
-
-    fn run_cpu(args: &Args) -> Report {
-        run(args, &Cpu::<f32>::new(), Device::Cpu).unwrap()
-    }
 
     #[test]
     fn the_issue_command_line_parses() {
@@ -643,7 +638,7 @@ mod tests {
                 .split_whitespace()
                 .collect();
         common.extend(["--data-dir", root_s]);
-        let trained = run_cpu(&parse(
+        let trained = run_on_cpu::<Args>(&parse(
             &[&common[..], &["--runs", "2", "--save", ckpt_s]].concat(),
         ));
         let j = &trained.json;
@@ -675,7 +670,7 @@ mod tests {
         assert!(trained.line.contains("test accuracy"), "{}", trained.line);
         // The checkpoint is the last run's (seed 1) at its best epoch:
         // evaluated again it gives that run's test accuracy exactly.
-        let loaded = run_cpu(&parse(
+        let loaded = run_on_cpu::<Args>(&parse(
             &[
                 &common[..],
                 &["--runs", "1", "--seed", "1", "--load", ckpt_s],
@@ -711,7 +706,7 @@ mod tests {
             root.to_str().unwrap(),
             "--quiet",
         ]);
-        let j = run_cpu(&args).json;
+        let j = run_on_cpu::<Args>(&args).json;
         assert_eq!(j["embed_dim"], 5, "{j}");
         assert_eq!(j["k"], serde_json::Value::Null);
         std::fs::remove_dir_all(&root).unwrap();
@@ -721,7 +716,9 @@ mod tests {
     fn a_missing_corpus_is_an_error_naming_the_file() {
         let root = scratch("missing");
         let args = parse(&["--dataset", "ohsumed", "--data-dir", root.to_str().unwrap()]);
-        let err = run(&args, &Cpu::<f32>::new(), Device::Cpu).unwrap_err();
+        let err = args
+            .run(&hdgcn::backend::Cpu::<f32>::new(), Device::Cpu)
+            .unwrap_err();
         assert!(err.to_string().contains("ohsumed.txt"), "{err}");
         std::fs::remove_dir_all(&root).unwrap();
     }

@@ -115,6 +115,13 @@ pub fn main<A: Example>() {
     }
 }
 
+/// Runs the example on the CPU backend (for the examples' tests).
+#[cfg(test)]
+pub fn run_on_cpu<A: Example>(args: &A) -> Report {
+    args.run(&hdgcn::backend::Cpu::<f32>::new(), Device::Cpu)
+        .unwrap()
+}
+
 /// [`Example::run`] as a [`WithBackend`] task.
 struct Job<'a, A> {
     args: &'a A,

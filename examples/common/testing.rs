@@ -1,6 +1,6 @@
-//! A small synthetic corpus in the TextGCN layout for the examples' tests
-//! (included with `#[cfg(test)] #[path = "common/test_corpus.rs"] mod
-//! test_corpus;`).
+//! What the examples' tests share: parsing a command line, scratch
+//! folders and a small synthetic corpus in the TextGCN layout (included
+//! with `#[cfg(test)] #[path = "common/testing.rs"] mod testing;`).
 
 use std::path::Path;
 
@@ -12,6 +12,7 @@ use hdgcn::data::text::text_gcn_dir;
 /// LCG) from a shared pool of twelve, each class taking two words in three
 /// from its own half, so that a trained model is neither at chance nor
 /// perfect.
+#[allow(dead_code)] // `planetoid`, which also includes this file, reads the vendored Cora
 pub fn write_corpus(root: &Path, stem: &str) {
     let dir = text_gcn_dir(root);
     std::fs::create_dir_all(dir.join("corpus")).unwrap();
@@ -41,6 +42,13 @@ pub fn write_corpus(root: &Path, stem: &str) {
     }
     std::fs::write(dir.join(format!("{stem}.txt")), labels).unwrap();
     std::fs::write(dir.join("corpus").join(format!("{stem}.clean.txt")), text).unwrap();
+}
+
+/// The example's arguments from `flags` (the program name is supplied);
+/// panics with clap's message if they do not parse.
+pub fn parse_args<A: clap::Parser>(flags: &[&str]) -> A {
+    let argv = std::iter::once("example").chain(flags.iter().copied());
+    A::try_parse_from(argv).unwrap_or_else(|e| panic!("{flags:?}: {e}"))
 }
 
 /// A fresh, empty scratch folder for one test.
