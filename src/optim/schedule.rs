@@ -1,6 +1,7 @@
 //! Learning-rate schedules (closed forms of the `torch.optim.lr_scheduler` ones).
 
-use crate::error::{Error, Result, check_non_negative};
+use super::check_nonneg;
+use crate::error::{Error, Result};
 
 /// A learning rate as a function of the epoch (0-based).
 ///
@@ -9,10 +10,6 @@ use crate::error::{Error, Result, check_non_negative};
 pub trait LrSchedule {
     /// The learning rate for `epoch` (the first epoch is 0).
     fn lr_at(&self, epoch: usize) -> f64;
-}
-
-fn check_lr(owner: &str, field: &str, v: f64) -> Result<()> {
-    check_non_negative(format_args!("{owner}: {field}"), v)
 }
 
 /// A constant learning rate.
@@ -31,7 +28,7 @@ pub struct Constant {
 impl Constant {
     /// A schedule returning `lr` at every epoch; `lr` must be finite and `>= 0`.
     pub fn new(lr: f64) -> Result<Self> {
-        check_lr("Constant", "lr", lr)?;
+        check_nonneg("Constant", "lr", lr)?;
         Ok(Constant { lr })
     }
 }
@@ -63,8 +60,8 @@ impl StepLr {
     /// Validates the parameters: `base_lr` and `gamma` finite and `>= 0`,
     /// `step_size >= 1`.
     pub fn new(base_lr: f64, step_size: usize, gamma: f64) -> Result<Self> {
-        check_lr("StepLr", "base_lr", base_lr)?;
-        check_lr("StepLr", "gamma", gamma)?;
+        check_nonneg("StepLr", "base_lr", base_lr)?;
+        check_nonneg("StepLr", "gamma", gamma)?;
         if step_size == 0 {
             return Err(Error::InvalidConfig(
                 "StepLr: step_size must be >= 1, got 0".into(),
@@ -124,8 +121,8 @@ impl CosineAnnealing {
     /// Validates the parameters: `base_lr` and `eta_min` finite and `>= 0`,
     /// `t_max >= 1`.
     pub fn new(base_lr: f64, t_max: usize, eta_min: f64) -> Result<Self> {
-        check_lr("CosineAnnealing", "base_lr", base_lr)?;
-        check_lr("CosineAnnealing", "eta_min", eta_min)?;
+        check_nonneg("CosineAnnealing", "base_lr", base_lr)?;
+        check_nonneg("CosineAnnealing", "eta_min", eta_min)?;
         if t_max == 0 {
             return Err(Error::InvalidConfig(
                 "CosineAnnealing: t_max must be >= 1, got 0".into(),
