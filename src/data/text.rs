@@ -138,6 +138,11 @@ impl TextCorpus {
     /// stems `R8`, `R52`, `mr`, `ohsumed`); anything else is
     /// [`Error::InvalidConfig`].
     ///
+    /// Both files are `\n`-separated (a `\r` before it is dropped); the
+    /// final newline is optional, so a text file whose last document is
+    /// empty must end with one (without it that document's line is not
+    /// there, and the line counts differ).
+    ///
     /// # Errors
     /// [`Error::MissingFile`] for a missing file; [`Error::Format`] (naming
     /// the file and line) for a line that is not `id<TAB>split<TAB>label`,
