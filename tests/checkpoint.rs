@@ -1,4 +1,5 @@
-//! Checkpoints: round trip, every mismatch and I/O error, atomic writes.
+//! Checkpoints: round trip, every mismatch and I/O error, atomic writes,
+//! and damaged files (a property test).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -268,5 +269,75 @@ fn failed_write_leaves_previous_checkpoint_intact() {
         }
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
         fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// Damage done to the bytes of a valid checkpoint.
+#[derive(Clone, Copy, Debug)]
+enum Damage {
+    /// XOR the byte at this position (modulo the length) with a non-zero mask.
+    Flip(usize, u8),
+    /// Cut the file at this position.
+    Truncate(usize),
+    /// Insert a byte at this position.
+    Insert(usize, u8),
+}
+
+fn damage() -> impl proptest::strategy::Strategy<Value = Damage> {
+    use proptest::prelude::*;
+    prop_oneof![
+        6 => (any::<usize>(), 1u8..=255).prop_map(|(i, m)| Damage::Flip(i, m)),
+        1 => any::<usize>().prop_map(Damage::Truncate),
+        1 => (any::<usize>(), any::<u8>()).prop_map(|(i, b)| Damage::Insert(i, b)),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// A damaged checkpoint either loads, and then every parameter holds
+    /// exactly what the safetensors crate decodes from the file, or gives a
+    /// `Format`, `CheckpointMismatch` or `NonFinite` error and leaves every
+    /// parameter as it was. Nothing panics.
+    #[test]
+    fn damaged_checkpoint_loads_exactly_or_changes_nothing(damage in damage()) {
+        let cpu = Cpu::<f32>::new();
+        let mut rng = StdRng::seed_from_u64(9);
+        let saved = Linear::new(&cpu, 4, 3, true, &mut rng).unwrap();
+        let target = Linear::new(&cpu, 4, 3, true, &mut rng).unwrap();
+        let dir = scratch(&format!("damage-{damage:?}").replace(|c: char| !c.is_alphanumeric(), "-"));
+        let path = dir.join("m.safetensors");
+        save_checkpoint(&saved, &path).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        let len = bytes.len();
+        match damage {
+            Damage::Flip(i, mask) => bytes[i % len] ^= mask,
+            Damage::Truncate(i) => bytes.truncate(i % len),
+            Damage::Insert(i, b) => bytes.insert(i % (len + 1), b),
+        }
+        fs::write(&path, &bytes).unwrap();
+        let before = snapshot(&target);
+        let result = load_checkpoint(&target, &path);
+        fs::remove_dir_all(&dir).ok();
+        match result {
+            Ok(()) => {
+                let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+                let names = target.named_params();
+                proptest::prop_assert_eq!(st.names().len(), names.len());
+                for (name, p) in names {
+                    let view = st.tensor(&name).unwrap();
+                    let values: Vec<f32> = view
+                        .data()
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                        .collect();
+                    proptest::prop_assert_eq!(p.to_array().iter().copied().collect::<Vec<_>>(), values);
+                }
+            }
+            Err(Error::Format { .. } | Error::CheckpointMismatch { .. } | Error::NonFinite { .. }) => {
+                proptest::prop_assert_eq!(snapshot(&target), before);
+            }
+            Err(other) => proptest::prop_assert!(false, "unexpected error {:?}", other),
+        }
     }
 }
