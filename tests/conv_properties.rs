@@ -1,9 +1,11 @@
-//! Property tests: permutation equivariance of GcnConv and ChebConv,
-//! softmax normalisation, and batches through ChebConv.
+//! Property tests: permutation equivariance of GcnConv, ChebConv and
+//! HdChebConv (both transitions), softmax normalisation, and batches
+//! through ChebConv and HdChebConv.
 
+use hdgcn::attention::{MvcAttnConfig, Routing};
 use hdgcn::autograd::{Segments, Tape};
 use hdgcn::backend::{Axis, Cpu};
-use hdgcn::conv::{ChebConv, ChebConvConfig, DeviceGraph, GcnConv, GraphConv};
+use hdgcn::conv::{ChebConv, ChebConvConfig, DeviceGraph, GcnConv, GraphConv, HdChebConfig};
 use hdgcn::graph::{Batch, Graph, LambdaMax, Normalization};
 use ndarray::Array2;
 use proptest::prelude::*;
@@ -84,12 +86,50 @@ fn equivariance_error(case: &Permuted, y: &Array2<f64>, py: &Array2<f64>) -> f64
         .fold(0.0, f64::max)
 }
 
-fn run<M: GraphConv<C>>(conv: &M, cpu: &C, g: &Graph, x: &Array2<f64>) -> Array2<f64> {
+fn run<M: GraphConv<C> + ?Sized>(conv: &M, cpu: &C, g: &Graph, x: &Array2<f64>) -> Array2<f64> {
     let dg = DeviceGraph::new(cpu, g.clone());
     let tape = Tape::inference(cpu);
     conv.forward(&tape, &dg, &tape.constant_array(x).into())
         .unwrap()
         .to_array()
+}
+
+/// An HD-ChebConv (4 -> 5, K = `k`, no dropout): the dynamic variant
+/// with the given routing and score normalisation, or the static one;
+/// biases and LayerNorm affine parameters set to random values so that
+/// every parameter takes part.
+fn hd_conv(
+    seed: u64,
+    k: usize,
+    dynamic: bool,
+    votes: bool,
+    score_norm: bool,
+) -> Box<dyn GraphConv<C>> {
+    let cpu = C::new();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut cfg = HdChebConfig::new(4, 5, k);
+    cfg.dropout = 0.0;
+    cfg.input_dropout = 0.0;
+    let conv: Box<dyn GraphConv<C>> = if dynamic {
+        let mut attn = MvcAttnConfig::new(5);
+        attn.supernodes = 3;
+        attn.routing = if votes {
+            Routing::Votes
+        } else {
+            Routing::Attention
+        };
+        attn.score_norm = score_norm;
+        Box::new(cfg.build_dynamic(&cpu, &mut rng, &attn).unwrap())
+    } else {
+        Box::new(cfg.build_static(&cpu, &mut rng).unwrap())
+    };
+    for p in conv.params() {
+        let (r, c) = p.shape();
+        if r == 1 {
+            p.set(rand_mat(&mut rng, r, c));
+        }
+    }
+    conv
 }
 
 fn norm_of(i: usize) -> Normalization {
@@ -262,6 +302,49 @@ proptest! {
                 let err = max_abs_diff(&rows(y_rule), &want);
                 prop_assert!(err <= 1e-10, "graph {} (estimated λ): {:e}", gi, err);
             }
+        }
+    }
+
+    #[test]
+    fn hd_cheb_conv_is_permutation_equivariant(
+        seed in any::<u64>(), n in 1usize..12, p in 0.0f64..0.6, k in 1usize..4,
+        dynamic in any::<bool>(), votes in any::<bool>(), score_norm in any::<bool>(),
+    ) {
+        let cpu = C::new();
+        let case = permuted_case(seed, n, p, true, 4);
+        let conv = hd_conv(seed ^ 3, 2 * k, dynamic, votes, score_norm);
+        let y = run(conv.as_ref(), &cpu, &case.g, &case.x);
+        let py = run(conv.as_ref(), &cpu, &case.pg, &case.px);
+        prop_assert!(y.iter().all(|v| v.is_finite()));
+        let err = equivariance_error(&case, &y, &py);
+        prop_assert!(err <= 1e-10, "error {:e}", err);
+    }
+
+    #[test]
+    fn hd_cheb_conv_batch_equals_graphs_alone(
+        seed in any::<u64>(), sizes in prop::collection::vec(1usize..9, 1..5), k in 1usize..4,
+        dynamic in any::<bool>(), votes in any::<bool>(), score_norm in any::<bool>(),
+    ) {
+        let cpu = C::new();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let graphs: Vec<Graph> = sizes
+            .iter()
+            .map(|&n| Graph::from_weighted_edges(n, &random_edges(&mut rng, n, 0.4, true)).unwrap())
+            .collect();
+        let xs: Vec<Array2<f64>> = sizes.iter().map(|&n| rand_mat(&mut rng, n, 4)).collect();
+        let batch = Batch::new(&graphs).unwrap();
+        let views: Vec<_> = xs.iter().map(|x| x.view()).collect();
+        let x_all = ndarray::concatenate(ndarray::Axis(0), &views).unwrap();
+        let conv = hd_conv(seed ^ 4, 2 * k, dynamic, votes, score_norm);
+        let dg = DeviceGraph::from_batch(&cpu, &batch).unwrap();
+        let tape = Tape::inference(&cpu);
+        let y = conv.forward(&tape, &dg, &tape.constant_array(&x_all).into()).unwrap().to_array();
+        let ptr = batch.ptr();
+        for (gi, g) in graphs.iter().enumerate() {
+            let want = run(conv.as_ref(), &cpu, g, &xs[gi]);
+            let got = y.slice(ndarray::s![ptr[gi]..ptr[gi + 1], ..]).to_owned();
+            let err = max_abs_diff(&got, &want);
+            prop_assert!(err <= 1e-10, "graph {}: {:e}", gi, err);
         }
     }
 }
