@@ -1,6 +1,6 @@
 //! Readouts: values against dense per-graph references, batch == graphs one
 //! at a time, empty graphs, finite-difference gradients (single-node graphs
-//! included).
+//! included), and invariance to the node order within each graph.
 
 use hdgcn::Error;
 use hdgcn::autograd::gradcheck::{check_inputs, check_params};
@@ -307,4 +307,38 @@ fn parameter_names() {
     let seg = Segments::new(&cpu, &[0, 3]).unwrap();
     let err = pool.forward(&tape, &h, &seg).unwrap_err();
     assert!(err.to_string().contains("gate_nn has no layers"), "{err}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Every readout is invariant to the order of the nodes inside each
+    /// graph: shuffling the rows within every segment of a random batch
+    /// leaves each graph's embedding unchanged (up to the summation order).
+    #[test]
+    fn readouts_are_invariant_to_node_order_within_each_graph(
+        seed in proptest::prelude::any::<u64>(),
+        sizes in proptest::collection::vec(1usize..9, 1..6),
+    ) {
+        use rand::seq::SliceRandom;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let r = readouts(&mut rng);
+        let ptr = ptr_of(&sizes);
+        let h = rand_mat(&mut rng, *ptr.last().unwrap(), F);
+        // A permutation that moves rows only inside their own graph.
+        let mut order: Vec<usize> = Vec::new();
+        for g in 0..sizes.len() {
+            let mut rows: Vec<usize> = (ptr[g]..ptr[g + 1]).collect();
+            rows.shuffle(&mut rng);
+            order.extend(rows);
+        }
+        let shuffled = h.select(Axis(0), &order);
+        for kind in KINDS {
+            let ro = get(&r, kind);
+            let a = run(ro, &h, &ptr).unwrap();
+            let b = run(ro, &shuffled, &ptr).unwrap();
+            let err = a.iter().zip(b.iter()).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+            proptest::prop_assert!(err <= 1e-12, "{}: {:e}", kind, err);
+        }
+    }
 }
