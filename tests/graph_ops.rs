@@ -371,6 +371,14 @@ fn batch_is_block_diagonal() {
 
 #[test]
 fn error_paths_return_the_right_variant() {
+    // Too many nodes to allocate the row pointers of: an error, not an
+    // overflow or an aborted allocation.
+    for n in [usize::MAX, usize::MAX / 2, 1 << 60] {
+        match Graph::from_edges(n, &[]) {
+            Err(Error::InvalidConfig(m)) => assert!(m.contains("too large"), "{m}"),
+            other => panic!("{n} nodes: expected InvalidConfig, got {other:?}"),
+        }
+    }
     assert!(matches!(
         Graph::from_edges(3, &[(0, 3)]),
         Err(Error::NodeOutOfRange {

@@ -60,7 +60,8 @@ impl Graph {
     /// directions (or call [`Graph::symmetrized`]).
     ///
     /// # Errors
-    /// [`Error::Empty`] if `num_nodes == 0`; [`Error::NodeOutOfRange`] if an
+    /// [`Error::Empty`] if `num_nodes == 0`; [`Error::InvalidConfig`] if
+    /// `num_nodes` is too large to allocate; [`Error::NodeOutOfRange`] if an
     /// endpoint is `>= num_nodes`.
     pub fn from_edges(num_nodes: usize, edges: &[(usize, usize)]) -> Result<Graph> {
         let triplets: Vec<(usize, usize, f64)> = edges.iter().map(|&(s, d)| (s, d, 1.0)).collect();
@@ -72,12 +73,24 @@ impl Graph {
     /// kept as stored entries (PyG keeps such edges too).
     ///
     /// # Errors
-    /// [`Error::Empty`] if `num_nodes == 0`; [`Error::NodeOutOfRange`] for an
-    /// endpoint `>= num_nodes`; [`Error::NonFinite`] for a NaN or infinite
-    /// weight (or a sum of duplicates that overflows).
+    /// [`Error::Empty`] if `num_nodes == 0`; [`Error::InvalidConfig`] if
+    /// `num_nodes` is too large for its row pointers to be allocated;
+    /// [`Error::NodeOutOfRange`] for an endpoint `>= num_nodes`;
+    /// [`Error::NonFinite`] for a NaN or infinite weight (or a sum of
+    /// duplicates that overflows).
     pub fn from_weighted_edges(num_nodes: usize, edges: &[(usize, usize, f64)]) -> Result<Graph> {
         if num_nodes == 0 {
             return Err(Error::Empty("graph with 0 nodes".into()));
+        }
+        // The CSR row pointers take `num_nodes + 1` words: refuse a count
+        // that cannot be allocated instead of overflowing or aborting.
+        if num_nodes
+            .checked_add(1)
+            .is_none_or(|len| Vec::<usize>::new().try_reserve_exact(len).is_err())
+        {
+            return Err(Error::InvalidConfig(format!(
+                "a graph of {num_nodes} nodes is too large to allocate"
+            )));
         }
         for &(s, d, w) in edges {
             for idx in [s, d] {
