@@ -324,6 +324,47 @@ fn parameters_set_from_transposed_arrays_work_everywhere() {
 }
 
 #[test]
+fn parameter_shapes_too_large_to_allocate_are_errors_not_panics() {
+    // Shapes whose size in bytes overflows: ndarray would panic, the
+    // allocator abort. Each layer refuses them with an InvalidConfig naming
+    // the tensor.
+    let cpu = Cpu::<f32>::new();
+    let mut rng = StdRng::seed_from_u64(8);
+    let too_large = |r: hdgcn::Result<()>, what: &str| match r {
+        Err(hdgcn::Error::InvalidConfig(m)) => assert!(m.contains("too large"), "{what}: {m}"),
+        other => panic!("{what}: expected InvalidConfig, got {other:?}"),
+    };
+    too_large(
+        Embedding::new(&cpu, usize::MAX, 2, &mut rng).map(drop),
+        "embedding rows",
+    );
+    too_large(
+        Embedding::new(&cpu, 1 << 40, 1 << 30, &mut rng).map(drop),
+        "embedding size",
+    );
+    too_large(
+        Linear::new(&cpu, usize::MAX, 2, true, &mut rng).map(drop),
+        "Linear::new",
+    );
+    too_large(
+        Linear::glorot(&cpu, 3, usize::MAX / 2, true, &mut rng).map(drop),
+        "Linear::glorot",
+    );
+    too_large(
+        LayerNorm::new(&cpu, usize::MAX, 1e-5).map(drop),
+        "LayerNorm",
+    );
+    let mut attn = hdgcn::attention::MvcAttnConfig::new(64);
+    // 2^40 supernodes: 2^52 MVProj entries, 16 PiB, more than any address
+    // space (a product that overflows is refused by `validate`).
+    attn.supernodes = 1 << 40;
+    too_large(attn.build(&cpu, &mut rng).map(drop), "MvcAttn supernodes");
+    // Every one of them still builds at an ordinary size.
+    assert!(Embedding::new(&cpu, 10, 2, &mut rng).is_ok());
+    assert!(LayerNorm::new(&cpu, 4, 1e-5).is_ok());
+}
+
+#[test]
 fn an_emptied_mlp_is_an_error_not_a_panic() {
     let cpu = C::new();
     let mut rng = StdRng::seed_from_u64(6);

@@ -162,6 +162,8 @@ impl MvcAttnConfig {
     ) -> Result<MvcAttn<B>> {
         self.validate()?;
         let (h, m) = (self.hidden, self.supernodes);
+        // `validate` has checked that `m * h` does not overflow.
+        init::check_size::<B::Elem>("MvcAttn MVProj weight", h, m * h)?;
         let mvproj = init::linear_default(backend, h, h, m * h, rng);
         let mvproj_norm = LayerNorm::new(backend, h, self.layer_norm_eps)?;
         let score_norm = if self.score_norm {

@@ -40,6 +40,10 @@ impl<B: Backend> Embedding<B> {
     /// assert!(Embedding::with_std(&Cpu::<f64>::new(), 10, 4, -1.0, &mut rng).is_err());
     /// # Ok::<(), hdgcn::Error>(())
     /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a zero size, a `std` that is not
+    /// finite and > 0, or a table too large to allocate.
     pub fn with_std<R: Rng + ?Sized>(
         backend: &B,
         num: usize,

@@ -9,6 +9,28 @@ use crate::backend::Backend;
 use crate::error::{Error, Result, check_non_negative};
 use crate::float::Float;
 
+/// Checks that a `rows x cols` tensor of `T` can be allocated: its size in
+/// bytes fits in `isize` and the allocator grants it. A parameter shape
+/// given by the user (a vocabulary size, a width) that cannot be is an
+/// [`Error::InvalidConfig`] naming `what`, not an overflow panic or an
+/// aborted allocation.
+pub(crate) fn check_size<T>(what: &str, rows: usize, cols: usize) -> Result<()> {
+    let fits = rows
+        .checked_mul(cols)
+        .filter(|&n| {
+            n.checked_mul(std::mem::size_of::<T>())
+                .is_some_and(|bytes| bytes <= isize::MAX as usize)
+        })
+        .is_some_and(|n| Vec::<T>::new().try_reserve_exact(n).is_ok());
+    if fits {
+        Ok(())
+    } else {
+        Err(Error::InvalidConfig(format!(
+            "{what} of {rows} x {cols} is too large to allocate"
+        )))
+    }
+}
+
 fn uniform<B: Backend, R: Rng + ?Sized>(
     backend: &B,
     rows: usize,
@@ -53,7 +75,8 @@ pub fn linear_default<B: Backend, R: Rng + ?Sized>(
 /// A `rows x cols` parameter filled with `value`.
 ///
 /// # Errors
-/// [`Error::NonFinite`] if `value` is NaN or infinite.
+/// [`Error::NonFinite`] if `value` is NaN or infinite;
+/// [`Error::InvalidConfig`] if the shape is too large to allocate.
 pub fn constant<B: Backend>(backend: &B, rows: usize, cols: usize, value: f64) -> Result<Param<B>> {
     if !value.is_finite() {
         return Err(Error::NonFinite {
@@ -61,6 +84,7 @@ pub fn constant<B: Backend>(backend: &B, rows: usize, cols: usize, value: f64) -
             value,
         });
     }
+    check_size::<B::Elem>("parameter", rows, cols)?;
     Ok(Param::new(
         backend,
         backend.full(rows, cols, B::Elem::from_f64_lossy(value)),
@@ -70,7 +94,8 @@ pub fn constant<B: Backend>(backend: &B, rows: usize, cols: usize, value: f64) -
 /// `N(0, std²)` entries (`std = 1`: embeddings, as `torch.nn.Embedding`).
 ///
 /// # Errors
-/// [`Error::InvalidConfig`] if `std` is negative, NaN or infinite.
+/// [`Error::InvalidConfig`] if `std` is negative, NaN or infinite, or the
+/// shape is too large to allocate.
 pub fn normal<B: Backend, R: Rng + ?Sized>(
     backend: &B,
     rows: usize,
@@ -85,6 +110,7 @@ pub fn normal<B: Backend, R: Rng + ?Sized>(
     };
     // rand_distr accepts a negative std (it negates the samples).
     check_non_negative("normal init std", std)?;
+    check_size::<B::Elem>("parameter", rows, cols)?;
     let d = rand_distr::Normal::new(0.0, std).map_err(|_| bad())?;
     let a = Array2::from_shape_fn((rows, cols), |_| B::Elem::from_f64_lossy(d.sample(rng)));
     Ok(Param::from_array(backend, &a))

@@ -20,6 +20,10 @@ pub struct Linear<B: Backend> {
 
 impl<B: Backend> Linear<B> {
     /// `torch.nn.Linear` initialisation.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a zero width or a `d_in x d_out` weight
+    /// too large to allocate.
     pub fn new<R: Rng + ?Sized>(
         backend: &B,
         d_in: usize,
@@ -28,12 +32,16 @@ impl<B: Backend> Linear<B> {
         rng: &mut R,
     ) -> Result<Self> {
         check_dims(d_in, d_out)?;
+        init::check_size::<B::Elem>("Linear weight", d_in, d_out)?;
         let weight = init::linear_default(backend, d_in, d_in, d_out, rng);
         let bias = bias.then(|| init::linear_default(backend, d_in, 1, d_out, rng));
         Ok(Linear { weight, bias })
     }
 
     /// Glorot weight, zero bias (PyG's `Linear(weight_initializer="glorot")`).
+    ///
+    /// # Errors
+    /// As [`Linear::new`].
     pub fn glorot<R: Rng + ?Sized>(
         backend: &B,
         d_in: usize,
@@ -42,6 +50,7 @@ impl<B: Backend> Linear<B> {
         rng: &mut R,
     ) -> Result<Self> {
         check_dims(d_in, d_out)?;
+        init::check_size::<B::Elem>("Linear weight", d_in, d_out)?;
         let weight = init::glorot(backend, d_in, d_out, rng);
         let bias = bias
             .then(|| init::constant(backend, 1, d_out, 0.0))
