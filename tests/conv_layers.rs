@@ -165,6 +165,11 @@ fn invalid_configurations_and_inputs_are_errors() {
     let mut rng = StdRng::seed_from_u64(0);
     assert!(ChebConv::new(&cpu, 4, 3, 0, &mut rng).is_err());
     assert!(ChebConv::new(&cpu, 0, 3, 2, &mut rng).is_err());
+    // A K whose weight list cannot be allocated: an error, not an abort.
+    match ChebConv::new(&cpu, 4, 3, usize::MAX, &mut rng) {
+        Err(hdgcn::Error::InvalidConfig(m)) => assert!(m.contains("too large"), "{m}"),
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
     let mut cfg = ChebConvConfig::new(4, 3, 2);
     cfg.normalization = Normalization::None;
     assert!(

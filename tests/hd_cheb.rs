@@ -149,6 +149,11 @@ fn invalid_configurations_are_errors() {
             "{d} {h} {k}"
         );
     }
+    // An even K whose units cannot be allocated: an error, not an abort.
+    match HdChebConfig::new(3, 4, usize::MAX - 1).build_static(&cpu, &mut rng) {
+        Err(hdgcn::Error::InvalidConfig(m)) => assert!(m.contains("too large"), "{m}"),
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
     let mut cfg = HdChebConfig::new(3, 4, 2);
     cfg.dropout = 1.0;
     assert!(cfg.build_static(&cpu, &mut rng).is_err());

@@ -61,9 +61,22 @@ impl ChebConvConfig {
         rng: &mut R,
     ) -> Result<ChebConv<B>> {
         self.validate()?;
-        let lins = (0..self.k)
-            .map(|_| Linear::glorot(backend, self.in_channels, self.out_channels, false, rng))
-            .collect::<Result<Vec<_>>>()?;
+        let mut lins = Vec::new();
+        lins.try_reserve_exact(self.k).map_err(|_| {
+            Error::InvalidConfig(format!(
+                "ChebConv: K = {} is too large to allocate its weights",
+                self.k
+            ))
+        })?;
+        for _ in 0..self.k {
+            lins.push(Linear::glorot(
+                backend,
+                self.in_channels,
+                self.out_channels,
+                false,
+                rng,
+            )?);
+        }
         let bias = self
             .bias
             .then(|| init::constant(backend, 1, self.out_channels, 0.0))

@@ -143,7 +143,13 @@ impl HdChebConfig {
         self.validate()?;
         let h = self.hidden;
         let prime = GcnConv::new(backend, self.in_channels, h, rng)?;
-        let mut units = Vec::with_capacity(self.k / 2);
+        let mut units = Vec::new();
+        units.try_reserve_exact(self.k / 2).map_err(|_| {
+            Error::InvalidConfig(format!(
+                "HdChebConv: K = {} is too large to allocate its units",
+                self.k
+            ))
+        })?;
         for k in 1..=self.k / 2 {
             let transition = transition(k, rng)?;
             let wd = Linear::glorot(backend, h, h, false, rng)?;

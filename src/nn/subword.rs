@@ -184,6 +184,7 @@ impl<B: Backend> SubwordEmbedding<B> {
             composition.push(mean_of(rows));
         }
         let rows = words.len() + ngram_rows.len();
+        init::check_size::<B::Elem>("subword embedding table", rows, dim)?;
         Ok(SubwordEmbedding {
             weight: init::normal(backend, rows, dim, std, rng)?,
             config,
