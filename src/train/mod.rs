@@ -10,14 +10,24 @@ pub use graph::{
 };
 pub use node::{NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes, train_node_classifier};
 
-/// Index of the largest entry of each row (ties: the first).
+/// Index of the largest entry of each row (ties: the first). A NaN counts
+/// as larger than every number, as in `torch.argmax`, so a row holding one
+/// predicts its first NaN rather than a class chosen by where the NaN
+/// sits; a row of width 0 gives 0.
+///
+/// ```
+/// use hdgcn::train::argmax_rows;
+/// let a = ndarray::arr2(&[[0.1, 0.7, 0.7], [2.0, f64::NAN, 3.0], [1.0, -1.0, 0.0]]);
+/// assert_eq!(argmax_rows(&a), [1, 1, 0]);
+/// ```
 pub fn argmax_rows<F: num_traits::Float>(a: &ndarray::Array2<F>) -> Vec<usize> {
     a.rows()
         .into_iter()
         .map(|r| {
             let mut best = 0;
             for (j, &v) in r.iter().enumerate() {
-                if v > r[best] {
+                let b = r[best];
+                if !b.is_nan() && (v.is_nan() || v > b) {
                     best = j;
                 }
             }
@@ -40,4 +50,42 @@ pub fn progress_bar(len: u64, quiet: bool) -> indicatif::ProgressBar {
         pb.set_style(style.progress_chars("=> "));
     }
     pb
+}
+
+#[cfg(test)]
+mod tests {
+    use super::argmax_rows;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Against the definition: the first NaN of the row if it has one,
+        /// else the first entry equal to the row's maximum.
+        #[test]
+        fn argmax_rows_is_the_first_nan_or_the_first_maximum(
+            rows in prop::collection::vec(
+                prop::collection::vec(
+                    prop_oneof![8 => (-3i8..3).prop_map(f64::from), 1 => Just(f64::NAN)],
+                    0..6,
+                ),
+                1..5,
+            ),
+            width in 0usize..6,
+        ) {
+            let a = ndarray::Array2::from_shape_fn((rows.len(), width), |(i, j)| {
+                rows[i].get(j).copied().unwrap_or(-1.0)
+            });
+            let want: Vec<usize> = a
+                .rows()
+                .into_iter()
+                .map(|r| {
+                    let v = r.to_vec();
+                    v.iter().position(|x| x.is_nan()).unwrap_or_else(|| {
+                        let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                        v.iter().position(|&x| x == max).unwrap_or(0)
+                    })
+                })
+                .collect();
+            prop_assert_eq!(argmax_rows(&a), want);
+        }
+    }
 }
