@@ -157,9 +157,28 @@ pub(crate) fn check_non_negative(what: impl std::fmt::Display, v: f64) -> Result
     }
 }
 
+/// Whether `len` values of `T` can be allocated: their size in bytes fits
+/// in `isize` and the allocator grants it (the block is freed again). A
+/// size the user sets (a node count, a width, a vocabulary) that cannot be
+/// is then an error instead of an overflow panic or an aborted allocation.
+pub(crate) fn can_allocate<T>(len: usize) -> bool {
+    len.checked_mul(std::mem::size_of::<T>())
+        .is_some_and(|bytes| bytes <= isize::MAX as usize)
+        && Vec::<T>::new().try_reserve_exact(len).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn can_allocate_refuses_sizes_that_overflow_or_exceed_the_address_space() {
+        assert!(can_allocate::<f32>(0) && can_allocate::<f32>(1 << 20));
+        assert!(!can_allocate::<u8>(usize::MAX));
+        assert!(!can_allocate::<f64>(usize::MAX / 4));
+        // 2^60 bytes: no 64-bit address space holds it.
+        assert!(!can_allocate::<u8>(1 << 60));
+    }
 
     #[test]
     fn check_positive_takes_only_finite_values_above_zero() {

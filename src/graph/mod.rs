@@ -82,12 +82,9 @@ impl Graph {
         if num_nodes == 0 {
             return Err(Error::Empty("graph with 0 nodes".into()));
         }
-        // The CSR row pointers take `num_nodes + 1` words: refuse a count
-        // that cannot be allocated instead of overflowing or aborting.
-        if num_nodes
-            .checked_add(1)
-            .is_none_or(|len| Vec::<usize>::new().try_reserve_exact(len).is_err())
-        {
+        // The CSR row pointers take `num_nodes + 1` words (a count that
+        // passes cannot overflow the `+ 1`).
+        if !crate::error::can_allocate::<usize>(num_nodes) {
             return Err(Error::InvalidConfig(format!(
                 "a graph of {num_nodes} nodes is too large to allocate"
             )));

@@ -58,9 +58,8 @@ impl<B: Backend> Embedding<B> {
         }
         // A zero table would give every token the same vector.
         check_positive("embedding init std", std)?;
-        init::check_size::<B::Elem>("embedding table", num, dim)?;
         Ok(Embedding {
-            weight: init::normal(backend, num, dim, std, rng)?,
+            weight: init::normal_named("embedding table", backend, num, dim, std, rng)?,
         })
     }
 

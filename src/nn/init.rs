@@ -6,23 +6,14 @@ use rand_distr::{Distribution, Uniform};
 
 use crate::autograd::Param;
 use crate::backend::Backend;
-use crate::error::{Error, Result, check_non_negative};
+use crate::error::{Error, Result, can_allocate, check_non_negative};
 use crate::float::Float;
 
-/// Checks that a `rows x cols` tensor of `T` can be allocated: its size in
-/// bytes fits in `isize` and the allocator grants it. A parameter shape
-/// given by the user (a vocabulary size, a width) that cannot be is an
-/// [`Error::InvalidConfig`] naming `what`, not an overflow panic or an
-/// aborted allocation.
+/// Checks that a `rows x cols` tensor of `T` can be allocated
+/// ([`crate::error::can_allocate`]); otherwise an [`Error::InvalidConfig`]
+/// naming `what` and the shape.
 pub(crate) fn check_size<T>(what: &str, rows: usize, cols: usize) -> Result<()> {
-    let fits = rows
-        .checked_mul(cols)
-        .filter(|&n| {
-            n.checked_mul(std::mem::size_of::<T>())
-                .is_some_and(|bytes| bytes <= isize::MAX as usize)
-        })
-        .is_some_and(|n| Vec::<T>::new().try_reserve_exact(n).is_ok());
-    if fits {
+    if rows.checked_mul(cols).is_some_and(can_allocate::<T>) {
         Ok(())
     } else {
         Err(Error::InvalidConfig(format!(
@@ -103,6 +94,19 @@ pub fn normal<B: Backend, R: Rng + ?Sized>(
     std: f64,
     rng: &mut R,
 ) -> Result<Param<B>> {
+    normal_named("parameter", backend, rows, cols, std, rng)
+}
+
+/// [`normal`], with `what` naming the tensor in the too-large error
+/// ("embedding table of ...").
+pub(crate) fn normal_named<B: Backend, R: Rng + ?Sized>(
+    what: &str,
+    backend: &B,
+    rows: usize,
+    cols: usize,
+    std: f64,
+    rng: &mut R,
+) -> Result<Param<B>> {
     let bad = || {
         Error::InvalidConfig(format!(
             "normal init std must be finite and >= 0, got {std}"
@@ -110,7 +114,7 @@ pub fn normal<B: Backend, R: Rng + ?Sized>(
     };
     // rand_distr accepts a negative std (it negates the samples).
     check_non_negative("normal init std", std)?;
-    check_size::<B::Elem>("parameter", rows, cols)?;
+    check_size::<B::Elem>(what, rows, cols)?;
     let d = rand_distr::Normal::new(0.0, std).map_err(|_| bad())?;
     let a = Array2::from_shape_fn((rows, cols), |_| B::Elem::from_f64_lossy(d.sample(rng)));
     Ok(Param::from_array(backend, &a))

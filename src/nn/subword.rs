@@ -184,9 +184,8 @@ impl<B: Backend> SubwordEmbedding<B> {
             composition.push(mean_of(rows));
         }
         let rows = words.len() + ngram_rows.len();
-        init::check_size::<B::Elem>("subword embedding table", rows, dim)?;
         Ok(SubwordEmbedding {
-            weight: init::normal(backend, rows, dim, std, rng)?,
+            weight: init::normal_named("subword embedding table", backend, rows, dim, std, rng)?,
             config,
             ngram_rows,
             composition,
