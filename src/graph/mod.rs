@@ -82,9 +82,11 @@ impl Graph {
         if num_nodes == 0 {
             return Err(Error::Empty("graph with 0 nodes".into()));
         }
-        // The CSR row pointers take `num_nodes + 1` words (a count that
-        // passes cannot overflow the `+ 1`).
-        if !crate::error::can_allocate::<usize>(num_nodes) {
+        // The CSR row pointers take `num_nodes + 1` words.
+        if !num_nodes
+            .checked_add(1)
+            .is_some_and(crate::error::can_allocate::<usize>)
+        {
             return Err(Error::InvalidConfig(format!(
                 "a graph of {num_nodes} nodes is too large to allocate"
             )));
