@@ -18,7 +18,7 @@ mod testing;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use common::{Accuracies, AttnFlags, Example, Malloc, ModelKind, Report, flag_name, parse_runs};
+use common::{Accuracies, AttnFlags, Example, ModelKind, Report, RunFlags, flag_name, parse_runs};
 use hdgcn::autograd::SparseMatrix;
 use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
@@ -92,10 +92,6 @@ struct Args {
     raw_features: bool,
     #[command(flatten)]
     attn: AttnFlags,
-    /// reuse (glibc keeps freed memory for the next step: faster, same
-    /// results and peak RSS) | system (glibc's defaults).
-    #[arg(long, value_enum, ignore_case = true, default_value = "reuse")]
-    malloc: Malloc,
     /// Output layer of the hdgcn models: linear (the paper's softmax
     /// classifier on H) | gcn (a GCN layer to the classes, `Â H W + b`,
     /// `NodeClassifier::with_gcn_head`) [default: linear].
@@ -115,13 +111,8 @@ struct Args {
     /// Load parameters from a checkpoint and evaluate them (no training).
     #[arg(long)]
     load: Option<PathBuf>,
-    /// cpu | wgpu (the wgpu backend needs `--features wgpu`; the adapter is
-    /// chosen by WGPU_BACKEND / WGPU_ADAPTER_NAME).
-    #[arg(long, default_value = "cpu")]
-    device: Device,
-    /// Print one JSON summary as the last stdout line.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    run: RunFlags,
     /// No progress bar, no per-run lines.
     #[arg(long)]
     quiet: bool,
@@ -150,16 +141,8 @@ fn main() {
 }
 
 impl Example for Args {
-    fn malloc(&self) -> Malloc {
-        self.malloc
-    }
-
-    fn device(&self) -> Device {
-        self.device
-    }
-
-    fn json(&self) -> bool {
-        self.json
+    fn flags(&self) -> &RunFlags {
+        &self.run
     }
 
     fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<Report> {
@@ -308,7 +291,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "best_epochs": acc.best_epochs,
             "train_step_ms_median": step,
             "peak_rss_mb": rss,
-            "malloc": args.malloc.in_effect(),
+            "malloc": args.run.malloc.in_effect(),
             "device": device.as_str(),
             "adapter": backend.name(),
     });

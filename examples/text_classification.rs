@@ -21,7 +21,7 @@ mod testing;
 use std::path::PathBuf;
 
 use clap::Parser;
-use common::{Accuracies, AttnFlags, Example, Malloc, ModelKind, Report, flag_name, parse_runs};
+use common::{Accuracies, AttnFlags, Example, ModelKind, Report, RunFlags, flag_name, parse_runs};
 use hdgcn::backend::{Backend, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
@@ -58,10 +58,6 @@ struct Args {
     k: Option<usize>,
     #[command(flatten)]
     attn: AttnFlags,
-    /// reuse (glibc keeps freed memory for the next step: faster, same
-    /// results and peak RSS) | system (glibc's defaults).
-    #[arg(long, value_enum, ignore_case = true, default_value = "reuse")]
-    malloc: Malloc,
     /// Hidden width.
     #[arg(long, default_value_t = 64)]
     hidden: usize,
@@ -176,13 +172,8 @@ struct Args {
     /// the vocabulary options (--min-count, --dataset) must match the saved run.
     #[arg(long)]
     load: Option<PathBuf>,
-    /// cpu | wgpu (the wgpu backend needs `--features wgpu`; the adapter is
-    /// chosen by WGPU_BACKEND / WGPU_ADAPTER_NAME).
-    #[arg(long, default_value = "cpu")]
-    device: Device,
-    /// Print one JSON summary as the last stdout line.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    run: RunFlags,
     /// No progress bar, no per-run lines.
     #[arg(long)]
     quiet: bool,
@@ -239,16 +230,8 @@ fn main() {
 }
 
 impl Example for Args {
-    fn malloc(&self) -> Malloc {
-        self.malloc
-    }
-
-    fn device(&self) -> Device {
-        self.device
-    }
-
-    fn json(&self) -> bool {
-        self.json
+    fn flags(&self) -> &RunFlags {
+        &self.run
     }
 
     fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<Report> {
@@ -473,7 +456,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "best_epochs": acc.best_epochs,
             "epoch_s_median": ep,
             "peak_rss_mb": rss,
-            "malloc": args.malloc.in_effect(),
+            "malloc": args.run.malloc.in_effect(),
             "device": device.as_str(),
             "adapter": backend.name(),
     });
@@ -594,7 +577,7 @@ mod tests {
         assert_eq!(a.embeddings.as_deref(), Some(Path::new("glove.txt")));
         assert_eq!((a.runs, a.seed), (3, 9));
         assert_eq!(a.data_dir.as_deref(), Some(Path::new("/data")));
-        assert!(a.json && a.quiet);
+        assert!(a.run.json && a.quiet);
         for (name, kind) in [
             ("hdgcn", ModelKind::Hdgcn),
             ("hdgcn-static", ModelKind::HdgcnStatic),

@@ -76,14 +76,28 @@ pub struct Report {
     pub json: serde_json::Value,
 }
 
+/// The flags every training example takes: where it runs, how it
+/// allocates and whether it prints the JSON summary
+/// (`#[command(flatten)]` into the example's arguments).
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunFlags {
+    /// reuse (glibc keeps freed memory for the next step: faster, same
+    /// results and peak RSS) | system (glibc's defaults).
+    #[arg(long, value_enum, ignore_case = true, default_value = "reuse")]
+    pub malloc: Malloc,
+    /// cpu | wgpu (the wgpu backend needs `--features wgpu`; the adapter is
+    /// chosen by WGPU_BACKEND / WGPU_ADAPTER_NAME).
+    #[arg(long, default_value = "cpu")]
+    pub device: Device,
+    /// Print one JSON summary as the last stdout line.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// An example's parsed arguments, which know how to run on any backend.
 pub trait Example: Parser {
-    /// The `--device` flag.
-    fn device(&self) -> Device;
-    /// The `--malloc` flag.
-    fn malloc(&self) -> Malloc;
-    /// The `--json` flag.
-    fn json(&self) -> bool;
+    /// The `--malloc`, `--device` and `--json` flags.
+    fn flags(&self) -> &RunFlags;
     /// The whole example on `backend`.
     fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<Report>;
 }
@@ -93,8 +107,8 @@ pub trait Example: Parser {
 /// stdout line; exits with status 1 after printing the error, if any.
 pub fn main<A: Example>() {
     let args = A::parse();
-    configure_malloc(args.malloc());
-    let device = args.device();
+    configure_malloc(args.flags().malloc);
+    let device = args.flags().device;
     match device
         .run(Job {
             args: &args,
@@ -104,7 +118,7 @@ pub fn main<A: Example>() {
     {
         Ok(report) => {
             println!("{}", report.line);
-            if args.json() {
+            if args.flags().json {
                 println!("{}", report.json);
             }
         }
