@@ -17,8 +17,10 @@ use hdgcn::util::mean_std;
 /// `--malloc`: how the process allocates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Malloc {
-    /// glibc's malloc keeps freed memory for reuse (the default; see
-    /// [`configure_malloc`]).
+    /// glibc's malloc keeps freed memory for reuse (the default).
+    ///
+    /// [`configure_malloc`] says what it changes; clap shows only the
+    /// first paragraph in `--help`.
     Reuse,
     /// glibc's defaults.
     System,
