@@ -17,7 +17,7 @@ use hdgcn::optim::LrScheduleKind;
 use hdgcn::readout::{AttentionPooling, MeanMaxReadout, MeanReadout};
 use hdgcn::train::{
     GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, evaluate_graphs,
-    train_graph_classifier,
+    refit_graph_classifier, train_graph_classifier,
 };
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -835,6 +835,88 @@ fn the_moving_average_of_the_weights_is_what_gets_selected() {
         let err = train_graph_classifier(&mut fresh(), train, val, val, &c).unwrap_err();
         assert!(err.to_string().contains("decay"), "{err}");
     }
+}
+
+#[test]
+fn a_refit_repeats_the_selection_runs_epochs_and_keeps_the_last_weights() {
+    let mut rng = StdRng::seed_from_u64(16);
+    let data = cycles_and_stars(&mut rng, 60);
+    let (train, val) = data.split_at(40);
+    let fresh = || small_f64_gcn(4);
+    // One step per epoch, so an epoch's training loss is the loss of the
+    // whole training set at the weights the epoch starts from.
+    let base = GraphTrainConfig {
+        patience: None,
+        batch_size: 64,
+        lr: 0.05,
+        lr_schedule: LrScheduleKind::Cosine { eta_min: 0.0 },
+        ..cfg(6, GraphOptimizer::Adam)
+    };
+    let full = train_graph_classifier(&mut fresh(), train, val, val, &base).unwrap();
+    let mut model = fresh();
+    let r = refit_graph_classifier(&mut model, train, val, &base, 4).unwrap();
+    // The first four epochs of the six-epoch run, to the last bit: the
+    // cosine curve over six epochs cut after four, not compressed.
+    let want: Vec<(f64, f64)> = full.history[..4]
+        .iter()
+        .map(|h| (h.lr, h.train_loss))
+        .collect();
+    let got: Vec<(f64, f64)> = r.lrs.iter().copied().zip(r.train_losses.clone()).collect();
+    assert_eq!(got, want);
+    assert_eq!(r.epoch_secs.len(), 4);
+    // The model keeps the weights after epoch 3: the ones the full run's
+    // epoch 4 starts from (no dropout, no smoothing: its training loss is
+    // the plain cross-entropy of the training set).
+    let (train_acc, train_loss) = evaluate_graphs(&mut model, train, 64).unwrap();
+    assert!(
+        (train_loss - full.history[4].train_loss).abs() <= 1e-12,
+        "{train_loss} vs {}",
+        full.history[4].train_loss
+    );
+    assert_eq!(train_acc, r.train_acc);
+    assert_eq!(evaluate_graphs(&mut model, val, 64).unwrap().0, r.test_acc);
+
+    // With a weight average the model is left holding the average: frozen
+    // after the first step (lr · 0 from epoch 1) it is
+    // w1 + (w0 - w1) · Π_{i<n} d_i after n = 3 updates.
+    let frozen = GraphTrainConfig {
+        lr_schedule: LrScheduleKind::Step {
+            step_size: 1,
+            gamma: 0.0,
+        },
+        ..base.clone()
+    };
+    let w0 = params(&fresh());
+    let mut one = fresh();
+    refit_graph_classifier(&mut one, train, val, &frozen, 1).unwrap();
+    let w1 = params(&one);
+    let mut averaged = fresh();
+    let avg = GraphTrainConfig {
+        ema_decay: Some(0.5),
+        ..frozen.clone()
+    };
+    let ra = refit_graph_classifier(&mut averaged, train, val, &avg, 3).unwrap();
+    let c = warmed_up_decay_product(0.5, 3);
+    for ((got, a), b) in params(&averaged).iter().zip(&w0).zip(&w1) {
+        let want = b + &((a - b) * c);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()), "{g} vs {w}");
+        }
+    }
+    assert_eq!(
+        evaluate_graphs(&mut averaged, val, 64).unwrap().0,
+        ra.test_acc
+    );
+
+    for bad in [0, 7] {
+        let err = refit_graph_classifier(&mut fresh(), train, val, &base, bad).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidConfig(_)) && err.to_string().contains("1..=6"),
+            "{bad}: {err}"
+        );
+    }
+    let err = refit_graph_classifier(&mut fresh(), &[], val, &base, 2).unwrap_err();
+    assert!(matches!(err, Error::Empty(_)), "{err}");
 }
 
 #[test]

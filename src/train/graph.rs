@@ -10,7 +10,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
 use super::selection::{Selected, Selection};
-use crate::autograd::{Index, Tape, Var};
+use crate::autograd::{Index, Param, Tape, Var};
 use crate::backend::{Axis, Backend};
 use crate::conv::DeviceGraph;
 use crate::error::{Error, Result, check_positive};
@@ -19,7 +19,7 @@ use crate::graph::{Batch, Graph};
 use crate::models::{GraphClassifier, GraphInput, InputLayer};
 use crate::nn::{Features, Module};
 use crate::optim::{
-    AdaBeliefConfig, AdamConfig, ExponentialMovingAverage, LrScheduleKind, Optimizer,
+    AdaBeliefConfig, AdamConfig, ExponentialMovingAverage, LrSchedule, LrScheduleKind, Optimizer,
     clip_grad_norm, grad_norm,
 };
 
@@ -649,6 +649,180 @@ pub fn evaluate_graphs<B: Backend>(
     evaluate_prepared(model, &batches)
 }
 
+/// Checks the settings of `cfg` that [`train_graph_classifier`] and
+/// [`refit_graph_classifier`] read before they build anything.
+fn check_config(cfg: &GraphTrainConfig) -> Result<()> {
+    if cfg.epochs == 0 {
+        return Err(Error::InvalidConfig("epochs must be at least 1".into()));
+    }
+    if cfg.batch_size == 0 {
+        return Err(Error::InvalidConfig("batch_size must be at least 1".into()));
+    }
+    if let Some(c) = cfg.clip_grad_norm {
+        check_positive("clip_grad_norm", c)?;
+    }
+    crate::autograd::check_label_smoothing(cfg.label_smoothing)?;
+    check_node_dropout(cfg.node_dropout)?;
+    check_positive("input_lr_scale", cfg.input_lr_scale)
+}
+
+/// What one epoch of training measured.
+struct EpochStats {
+    lr: f64,
+    train_loss: f64,
+    grad_norm: f64,
+    secs: f64,
+}
+
+/// A training run's state from epoch to epoch: the optimisers of the two
+/// parameter groups, the schedule, the shuffling and node-dropout streams
+/// and the weight average. [`train_graph_classifier`] and
+/// [`refit_graph_classifier`] step the same runner, so a refit repeats a
+/// selection run's epochs exactly.
+struct EpochRunner<'a, B: Backend> {
+    backend: B,
+    train: &'a [GraphSample],
+    cfg: &'a GraphTrainConfig,
+    opt: Box<dyn Optimizer<B>>,
+    input_opt: Box<dyn Optimizer<B>>,
+    input_params: Vec<Param<B>>,
+    other_params: Vec<Param<B>>,
+    /// All parameters, in the model's order (selection and the average).
+    params: Vec<Param<B>>,
+    schedule: Box<dyn LrSchedule>,
+    rng: StdRng,
+    drop_rng: StdRng,
+    order: Vec<usize>,
+    ema: Option<ExponentialMovingAverage<B>>,
+    step: u64,
+}
+
+impl<'a, B: Backend> EpochRunner<'a, B> {
+    /// Builds the optimisers, the schedule and the streams of `cfg`
+    /// (already checked by [`check_config`]).
+    fn new(
+        model: &GraphClassifier<B>,
+        train: &'a [GraphSample],
+        cfg: &'a GraphTrainConfig,
+    ) -> Result<Self> {
+        let build = |lr: f64| -> Result<Box<dyn Optimizer<B>>> {
+            Ok(match cfg.optimizer {
+                GraphOptimizer::Adam => Box::new(
+                    AdamConfig::default()
+                        .lr(lr)
+                        .weight_decay(cfg.weight_decay)
+                        .build::<B>()?,
+                ),
+                GraphOptimizer::AdaBelief => Box::new(
+                    AdaBeliefConfig::default()
+                        .lr(lr)
+                        .weight_decay(cfg.weight_decay)
+                        .build::<B>()?,
+                ),
+            })
+        };
+        // Two parameter groups: the input layer at lr × scale, the rest at lr.
+        // The optimisers keep their state per parameter, so at scale 1 the two
+        // groups update exactly as one optimiser over all parameters.
+        let (input_params, other_params): (Vec<_>, Vec<_>) = model
+            .named_params()
+            .into_iter()
+            .partition(|(name, _)| name.starts_with("input."));
+        let params = model.params();
+        let ema = cfg
+            .ema_decay
+            .map(|d| ExponentialMovingAverage::new(&params, d).map(|e| e.with_warmup(true)))
+            .transpose()?;
+        Ok(EpochRunner {
+            backend: model.backend().clone(),
+            train,
+            cfg,
+            opt: build(cfg.lr)?,
+            input_opt: build(cfg.lr * cfg.input_lr_scale)?,
+            input_params: input_params.into_iter().map(|(_, p)| p).collect(),
+            other_params: other_params.into_iter().map(|(_, p)| p).collect(),
+            params,
+            schedule: cfg.lr_schedule.schedule(cfg.lr, cfg.epochs)?,
+            rng: StdRng::seed_from_u64(cfg.seed),
+            // Node dropout draws from its own stream: the shuffling stays as without it.
+            drop_rng: StdRng::seed_from_u64(cfg.seed ^ 0x646f_6e6f_6465),
+            order: (0..train.len()).collect(),
+            ema,
+            step: 0,
+        })
+    }
+
+    /// One pass over the training graphs in a fresh shuffled order, at the
+    /// schedule's rate for `epoch`.
+    fn run_epoch(&mut self, model: &mut GraphClassifier<B>, epoch: usize) -> Result<EpochStats> {
+        let (cfg, train, backend) = (self.cfg, self.train, &self.backend);
+        let t0 = Instant::now();
+        let lr = self.schedule.lr_at(epoch);
+        self.opt.set_learning_rate(lr);
+        self.input_opt.set_learning_rate(lr * cfg.input_lr_scale);
+        self.order.shuffle(&mut self.rng);
+        let (mut loss_sum, mut norm_sum, mut steps) = (0.0, 0.0, 0usize);
+        for chunk in self.order.chunks(cfg.batch_size) {
+            let b = if cfg.node_dropout > 0.0 {
+                let dropped = chunk
+                    .iter()
+                    .map(|&i| train[i].drop_nodes(cfg.node_dropout, &mut self.drop_rng))
+                    .collect::<Result<Vec<_>>>()?;
+                prepare(backend, &dropped.iter().collect::<Vec<_>>())?
+            } else {
+                let samples: Vec<&GraphSample> = chunk.iter().map(|&i| &train[i]).collect();
+                prepare(backend, &samples)?
+            };
+            // The tape ends with this block, before the optimiser step, so
+            // the step updates the parameters in place (no copy-on-write).
+            let (value, mut grads) = {
+                let tape = Tape::with_seed(
+                    backend,
+                    cfg.seed.wrapping_mul(1_000_003).wrapping_add(self.step),
+                );
+                let logits = b.forward(model, &tape)?;
+                let loss = logits
+                    .log_softmax(Axis::Cols)
+                    .nll_smoothed(&b.targets, cfg.label_smoothing)?;
+                // Backward first: on a GPU backend the device runs the
+                // forward pass while the host records the backward one.
+                let grads = loss.backward()?;
+                let value = loss.scalar()?;
+                if !value.is_finite() {
+                    return Err(Error::Numerical(format!(
+                        "training loss became {value} at epoch {epoch}"
+                    )));
+                }
+                (value, grads)
+            };
+            self.step += 1;
+            let norm = match cfg.clip_grad_norm {
+                Some(max_norm) => clip_grad_norm(backend, &mut grads, max_norm)?,
+                None => grad_norm(backend, &grads),
+            };
+            if !norm.is_finite() {
+                return Err(Error::Numerical(format!(
+                    "gradient norm became {norm} at epoch {epoch}"
+                )));
+            }
+            norm_sum += norm;
+            steps += 1;
+            self.opt.step(&self.other_params, &grads)?;
+            self.input_opt.step(&self.input_params, &grads)?;
+            if let Some(ema) = &mut self.ema {
+                ema.update(&self.params)?;
+            }
+            loss_sum += value * chunk.len() as f64;
+        }
+        Ok(EpochStats {
+            lr,
+            train_loss: loss_sum / train.len() as f64,
+            grad_norm: norm_sum / steps.max(1) as f64,
+            secs: t0.elapsed().as_secs_f64(),
+        })
+    }
+}
+
 /// Trains `model` on `train` in shuffled mini-batches, selects the epoch
 /// with the best validation accuracy (ties: lower validation loss; the test
 /// graphs are never looked at for selection), restores those parameters
@@ -674,139 +848,34 @@ pub fn train_graph_classifier<B: Backend>(
     test: &[GraphSample],
     cfg: &GraphTrainConfig,
 ) -> Result<GraphTrainReport> {
-    if cfg.epochs == 0 {
-        return Err(Error::InvalidConfig("epochs must be at least 1".into()));
-    }
-    if cfg.batch_size == 0 {
-        return Err(Error::InvalidConfig("batch_size must be at least 1".into()));
-    }
-    if let Some(c) = cfg.clip_grad_norm {
-        check_positive("clip_grad_norm", c)?;
-    }
-    crate::autograd::check_label_smoothing(cfg.label_smoothing)?;
-    check_node_dropout(cfg.node_dropout)?;
+    check_config(cfg)?;
     check_samples(model, train, "training")?;
     check_samples(model, val, "validation")?;
     check_samples(model, test, "test")?;
-    let scale = cfg.input_lr_scale;
-    check_positive("input_lr_scale", scale)?;
     let backend = model.backend().clone();
-    let build = |lr: f64| -> Result<Box<dyn Optimizer<B>>> {
-        Ok(match cfg.optimizer {
-            GraphOptimizer::Adam => Box::new(
-                AdamConfig::default()
-                    .lr(lr)
-                    .weight_decay(cfg.weight_decay)
-                    .build::<B>()?,
-            ),
-            GraphOptimizer::AdaBelief => Box::new(
-                AdaBeliefConfig::default()
-                    .lr(lr)
-                    .weight_decay(cfg.weight_decay)
-                    .build::<B>()?,
-            ),
-        })
-    };
-    // Two parameter groups: the input layer at lr × scale, the rest at lr.
-    // The optimisers keep their state per parameter, so at scale 1 the two
-    // groups update exactly as one optimiser over all parameters.
-    let (input_params, other_params): (Vec<_>, Vec<_>) = model
-        .named_params()
-        .into_iter()
-        .partition(|(name, _)| name.starts_with("input."));
-    let input_params: Vec<_> = input_params.into_iter().map(|(_, p)| p).collect();
-    let other_params: Vec<_> = other_params.into_iter().map(|(_, p)| p).collect();
-    let mut opt = build(cfg.lr)?;
-    let mut input_opt = build(cfg.lr * scale)?;
-    let schedule = cfg.lr_schedule.schedule(cfg.lr, cfg.epochs)?;
+    let mut runner = EpochRunner::new(model, train, cfg)?;
     let val_batches = prepare_all(&backend, val, cfg.batch_size)?;
-    let mut rng = StdRng::seed_from_u64(cfg.seed);
-    // Node dropout draws from its own stream: the shuffling stays as without it.
-    let mut drop_rng = StdRng::seed_from_u64(cfg.seed ^ 0x646f_6e6f_6465);
-    let mut order: Vec<usize> = (0..train.len()).collect();
-    let params = model.params();
-    let mut ema = cfg
-        .ema_decay
-        .map(|d| ExponentialMovingAverage::new(&params, d).map(|e| e.with_warmup(true)))
-        .transpose()?;
 
     let mut selection = Selection::new(cfg.patience);
     let mut epoch_secs = Vec::with_capacity(cfg.epochs);
     let mut history = Vec::with_capacity(cfg.epochs);
     let (mut epochs_run, mut final_loss) = (0, f64::NAN);
-    let mut step: u64 = 0;
     model.set_training(true);
     let pb = super::progress_bar(cfg.epochs as u64, cfg.quiet);
     for epoch in 0..cfg.epochs {
-        let t0 = Instant::now();
-        let lr = schedule.lr_at(epoch);
-        opt.set_learning_rate(lr);
-        input_opt.set_learning_rate(lr * scale);
-        order.shuffle(&mut rng);
-        let (mut loss_sum, mut norm_sum, mut steps) = (0.0, 0.0, 0usize);
-        for chunk in order.chunks(cfg.batch_size) {
-            let b = if cfg.node_dropout > 0.0 {
-                let dropped = chunk
-                    .iter()
-                    .map(|&i| train[i].drop_nodes(cfg.node_dropout, &mut drop_rng))
-                    .collect::<Result<Vec<_>>>()?;
-                prepare(&backend, &dropped.iter().collect::<Vec<_>>())?
-            } else {
-                let samples: Vec<&GraphSample> = chunk.iter().map(|&i| &train[i]).collect();
-                prepare(&backend, &samples)?
-            };
-            // The tape ends with this block, before the optimiser step, so
-            // the step updates the parameters in place (no copy-on-write).
-            let (value, mut grads) = {
-                let tape = Tape::with_seed(
-                    &backend,
-                    cfg.seed.wrapping_mul(1_000_003).wrapping_add(step),
-                );
-                let logits = b.forward(model, &tape)?;
-                let loss = logits
-                    .log_softmax(Axis::Cols)
-                    .nll_smoothed(&b.targets, cfg.label_smoothing)?;
-                // Backward first: on a GPU backend the device runs the
-                // forward pass while the host records the backward one.
-                let grads = loss.backward()?;
-                let value = loss.scalar()?;
-                if !value.is_finite() {
-                    return Err(Error::Numerical(format!(
-                        "training loss became {value} at epoch {epoch}"
-                    )));
-                }
-                (value, grads)
-            };
-            step += 1;
-            let norm = match cfg.clip_grad_norm {
-                Some(max_norm) => clip_grad_norm(&backend, &mut grads, max_norm)?,
-                None => grad_norm(&backend, &grads),
-            };
-            if !norm.is_finite() {
-                return Err(Error::Numerical(format!(
-                    "gradient norm became {norm} at epoch {epoch}"
-                )));
-            }
-            norm_sum += norm;
-            steps += 1;
-            opt.step(&other_params, &grads)?;
-            input_opt.step(&input_params, &grads)?;
-            if let Some(ema) = &mut ema {
-                ema.update(&params)?;
-            }
-            loss_sum += value * chunk.len() as f64;
-        }
-        epoch_secs.push(t0.elapsed().as_secs_f64());
-        final_loss = loss_sum / train.len() as f64;
+        let stats = runner.run_epoch(model, epoch)?;
+        epoch_secs.push(stats.secs);
+        final_loss = stats.train_loss;
         epochs_run = epoch + 1;
 
-        let (val_acc, val_loss) = selection.validate(epoch, &params, ema.as_mut(), || {
-            evaluate_prepared(model, &val_batches)
-        })?;
+        let (val_acc, val_loss) =
+            selection.validate(epoch, &runner.params, runner.ema.as_mut(), || {
+                evaluate_prepared(model, &val_batches)
+            })?;
         history.push(EpochRecord {
-            lr,
+            lr: stats.lr,
             train_loss: final_loss,
-            grad_norm: norm_sum / steps.max(1) as f64,
+            grad_norm: stats.grad_norm,
             val_acc,
             val_loss,
         });
@@ -821,7 +890,7 @@ pub fn train_graph_classifier<B: Backend>(
         epoch: best_epoch,
         val_acc,
         val_loss,
-    } = selection.restore(&backend, &params)?;
+    } = selection.restore(&backend, &runner.params)?;
     let (test_acc, _) = evaluate_prepared(model, &prepare_all(&backend, test, cfg.batch_size)?)?;
     let (train_acc, _) = evaluate_prepared(model, &prepare_all(&backend, train, cfg.batch_size)?)?;
     Ok(GraphTrainReport {
@@ -835,4 +904,114 @@ pub fn train_graph_classifier<B: Backend>(
         final_loss,
         history,
     })
+}
+
+/// Outcome of [`refit_graph_classifier`].
+#[derive(Debug, Clone)]
+pub struct RefitReport {
+    /// Test accuracy of the weights after the last epoch (their average,
+    /// with [`GraphTrainConfig::ema_decay`]).
+    pub test_acc: f64,
+    /// Training accuracy of the same weights.
+    pub train_acc: f64,
+    /// Seconds of training per epoch.
+    pub epoch_secs: Vec<f64>,
+    /// The learning rate of each epoch (from the schedule).
+    pub lrs: Vec<f64>,
+    /// Mean training loss of each epoch.
+    pub train_losses: Vec<f64>,
+}
+
+/// Trains `model` on `train` for exactly `epochs` epochs and reports the
+/// test accuracy of the last weights: the refit step of a selection
+/// protocol, as scikit-learn's `GridSearchCV(refit=True)`.
+///
+/// Pick the epoch with [`train_graph_classifier`] on a validation split,
+/// then train a freshly initialised model on the training and validation
+/// graphs together for `best_epoch + 1` epochs with the same `cfg`. The
+/// epochs are exactly those [`train_graph_classifier`] runs with `cfg`
+/// (the shuffling seed, the dropout streams and the learning-rate
+/// schedule over `cfg.epochs`, so a cosine schedule is cut where the
+/// selected epoch was, not compressed), only without validation or early
+/// stopping (`cfg.patience` is not read). With `cfg.ema_decay` the model
+/// is left holding the averaged weights, as the selection run evaluates
+/// them. The test graphs are only evaluated, once, at the end.
+///
+/// ```
+/// use hdgcn::backend::Cpu;
+/// use hdgcn::graph::Graph;
+/// use hdgcn::models::{GraphClassifier, InputSpec};
+/// use hdgcn::train::{
+///     GraphFeatures, GraphSample, GraphTrainConfig, refit_graph_classifier, train_graph_classifier,
+/// };
+/// use rand::SeedableRng;
+///
+/// // Two classes of 4-node graphs, a path and a star, with constant features.
+/// let path = Graph::from_edges(4, &[(0, 1), (1, 0), (1, 2), (2, 1), (2, 3), (3, 2)])?;
+/// let star = Graph::from_edges(4, &[(0, 1), (1, 0), (0, 2), (2, 0), (0, 3), (3, 0)])?;
+/// let x = GraphFeatures::Dense(ndarray::Array2::ones((4, 1)));
+/// let all = (0..12)
+///     .map(|i| GraphSample::new(if i % 2 == 0 { path.clone() } else { star.clone() }, x.clone(), i % 2))
+///     .collect::<hdgcn::Result<Vec<_>>>()?;
+/// let (train, val, test) = (&all[..8], &all[8..10], &all[10..]);
+/// let cfg = GraphTrainConfig { epochs: 5, batch_size: 4, lr: 0.01, ..Default::default() };
+/// // The same initialisation for both runs.
+/// let build = || {
+///     let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+///     GraphClassifier::gcn(&Cpu::<f32>::new(), InputSpec::Dense(1), 8, 1, 2, 0.0, &mut rng)
+/// };
+/// let selected = train_graph_classifier(&mut build()?, train, val, test, &cfg)?;
+/// // Refit on the training and validation graphs for the selected number of epochs.
+/// let both: Vec<_> = train.iter().chain(val).cloned().collect();
+/// let refit = refit_graph_classifier(&mut build()?, &both, test, &cfg, selected.best_epoch + 1)?;
+/// assert_eq!(refit.train_losses.len(), selected.best_epoch + 1);
+/// assert_eq!(refit.lrs, vec![0.01; selected.best_epoch + 1]);
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`train_graph_classifier`], and [`Error::InvalidConfig`] for
+/// `epochs` of 0 or above `cfg.epochs`.
+pub fn refit_graph_classifier<B: Backend>(
+    model: &mut GraphClassifier<B>,
+    train: &[GraphSample],
+    test: &[GraphSample],
+    cfg: &GraphTrainConfig,
+    epochs: usize,
+) -> Result<RefitReport> {
+    check_config(cfg)?;
+    if epochs == 0 || epochs > cfg.epochs {
+        return Err(Error::InvalidConfig(format!(
+            "refit epochs must be in 1..={} (the run's epochs), got {epochs}",
+            cfg.epochs
+        )));
+    }
+    check_samples(model, train, "training")?;
+    check_samples(model, test, "test")?;
+    let backend = model.backend().clone();
+    let mut runner = EpochRunner::new(model, train, cfg)?;
+    let mut report = RefitReport {
+        test_acc: f64::NAN,
+        train_acc: f64::NAN,
+        epoch_secs: Vec::with_capacity(epochs),
+        lrs: Vec::with_capacity(epochs),
+        train_losses: Vec::with_capacity(epochs),
+    };
+    model.set_training(true);
+    let pb = super::progress_bar(epochs as u64, cfg.quiet);
+    for epoch in 0..epochs {
+        let stats = runner.run_epoch(model, epoch)?;
+        report.epoch_secs.push(stats.secs);
+        report.lrs.push(stats.lr);
+        report.train_losses.push(stats.train_loss);
+        pb.set_message(format!("loss {:.4}", stats.train_loss));
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    if let Some(ema) = &runner.ema {
+        ema.copy_to(&runner.params)?;
+    }
+    report.test_acc = evaluate_prepared(model, &prepare_all(&backend, test, cfg.batch_size)?)?.0;
+    report.train_acc = evaluate_prepared(model, &prepare_all(&backend, train, cfg.batch_size)?)?.0;
+    Ok(report)
 }

@@ -6,7 +6,7 @@ mod selection;
 
 pub use graph::{
     EpochRecord, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, GraphTrainReport,
-    evaluate_graphs, train_graph_classifier,
+    RefitReport, evaluate_graphs, refit_graph_classifier, train_graph_classifier,
 };
 pub use node::{NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes, train_node_classifier};
 
