@@ -759,6 +759,24 @@ fn warmed_up_decay_product(decay: f64, n: usize) -> f64 {
         .product()
 }
 
+/// Asserts that `model` holds the average (decay 0.5, warmed up) after
+/// `n` updates of weights that went `w0 -> w1` in the first step and
+/// stayed: `w1 + (w0 - w1) · Π_{i<n} d_i`.
+fn assert_frozen_average(
+    model: &GraphClassifier<Cpu<f64>>,
+    w0: &[Array2<f64>],
+    w1: &[Array2<f64>],
+    n: usize,
+) {
+    let c = warmed_up_decay_product(0.5, n);
+    for ((got, a), b) in params(model).iter().zip(w0).zip(w1) {
+        let want = b + &((a - b) * c);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()), "{g} vs {w}");
+        }
+    }
+}
+
 #[test]
 fn the_moving_average_of_the_weights_is_what_gets_selected() {
     let mut rng = StdRng::seed_from_u64(15);
@@ -817,13 +835,7 @@ fn the_moving_average_of_the_weights_is_what_gets_selected() {
     let r = train_graph_classifier(&mut averaged, train, val, val, &frozen).unwrap();
     // The averages move every epoch, so validation sees different weights.
     assert_ne!(r.history[0].val_loss, r.history[1].val_loss);
-    let c = warmed_up_decay_product(0.5, r.best_epoch + 1);
-    for ((got, a), b) in params(&averaged).iter().zip(&w0).zip(&w1) {
-        let want = b + &((a - b) * c);
-        for (g, w) in got.iter().zip(&want) {
-            assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()), "{g} vs {w}");
-        }
-    }
+    assert_frozen_average(&averaged, &w0, &w1, r.best_epoch + 1);
     // The restored weights are the ones validation selected.
     let (val_acc, val_loss) = evaluate_graphs(&mut averaged, val, 64).unwrap();
     assert_eq!((val_acc, val_loss), (r.val_acc, r.val_loss));
@@ -896,13 +908,7 @@ fn a_refit_repeats_the_selection_runs_epochs_and_keeps_the_last_weights() {
         ..frozen.clone()
     };
     let ra = refit_graph_classifier(&mut averaged, train, val, &avg, 3).unwrap();
-    let c = warmed_up_decay_product(0.5, 3);
-    for ((got, a), b) in params(&averaged).iter().zip(&w0).zip(&w1) {
-        let want = b + &((a - b) * c);
-        for (g, w) in got.iter().zip(&want) {
-            assert!((g - w).abs() <= 1e-12 * (1.0 + w.abs()), "{g} vs {w}");
-        }
-    }
+    assert_frozen_average(&averaged, &w0, &w1, 3);
     assert_eq!(
         evaluate_graphs(&mut averaged, val, 64).unwrap().0,
         ra.test_acc
