@@ -255,6 +255,11 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "--layers must be at least 1 (graph convolutions before the readout)".into(),
         ));
     }
+    if args.refit && args.load.is_some() {
+        return Err(hdgcn::Error::InvalidConfig(
+            "--refit trains a model; it cannot be combined with --load".into(),
+        ));
+    }
     let root = data_root(args.data_dir.as_deref());
     let corpus = TextCorpus::load(&text_gcn_dir(&root), &args.dataset)?;
     let train_all = corpus.train_indices();
@@ -304,11 +309,6 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         .position_encoding
         .map(|scale| PositionalEncoding::new(embed_dim)?.with_scale(scale))
         .transpose()?;
-    if args.refit && args.load.is_some() {
-        return Err(hdgcn::Error::InvalidConfig(
-            "--refit trains a model; it cannot be combined with --load".into(),
-        ));
-    }
     // A model initialised from `seed` (the same for a selection run and
     // its refit); `announce` prints what the subword table holds.
     let build_model = |seed: u64, announce: bool| -> hdgcn::Result<GraphClassifier<B>> {
