@@ -29,7 +29,7 @@ use hdgcn::data::data_root;
 use hdgcn::data::text::{
     TextCorpus, TfIdf, Vocab, doc_graph, load_glove, text_gcn_dir, validation_split,
 };
-use hdgcn::models::{GraphClassifier, InputLayer};
+use hdgcn::models::{GraphClassifier, InputLayer, NodeWeighting};
 use hdgcn::nn::{
     Activation, Embedding, Linear, PositionalEncoding, SubwordConfig, SubwordEmbedding,
 };
@@ -87,6 +87,11 @@ struct Args {
     /// training documents: with --readout mean a TF-IDF-weighted mean).
     #[arg(long, value_enum, ignore_case = true, default_value = "none")]
     node_weights: NodeWeights,
+    /// Where --node-weights act: readout (the readout pools w_v h_v) |
+    /// input (each word's embedding is scaled by its weight before the
+    /// convolutions) | both (`models::NodeWeighting`).
+    #[arg(long, value_enum, ignore_case = true, default_value = "readout")]
+    node_weights_at: WeightsAt,
     /// Sliding-window width for word co-occurrence edges.
     #[arg(long, default_value_t = 3)]
     window: usize,
@@ -213,6 +218,27 @@ enum NodeWeights {
     Tfidf,
 }
 
+/// Where `--node-weights-at` applies the node weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum WeightsAt {
+    /// `NodeWeighting::Readout`.
+    Readout,
+    /// `NodeWeighting::Input`.
+    Input,
+    /// `NodeWeighting::Both`.
+    Both,
+}
+
+impl From<WeightsAt> for NodeWeighting {
+    fn from(w: WeightsAt) -> Self {
+        match w {
+            WeightsAt::Readout => NodeWeighting::Readout,
+            WeightsAt::Input => NodeWeighting::Input,
+            WeightsAt::Both => NodeWeighting::Both,
+        }
+    }
+}
+
 impl ReadoutKind {
     fn build<B: Backend, R: rand::Rng>(
         self,
@@ -254,6 +280,12 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         return Err(hdgcn::Error::InvalidConfig(
             "--layers must be at least 1 (graph convolutions before the readout)".into(),
         ));
+    }
+    if args.node_weights == NodeWeights::None && args.node_weights_at != WeightsAt::Readout {
+        return Err(hdgcn::Error::InvalidConfig(format!(
+            "--node-weights-at {} needs node weights: give --node-weights tfidf",
+            flag_name(&args.node_weights_at)
+        )));
     }
     if args.refit && args.load.is_some() {
         return Err(hdgcn::Error::InvalidConfig(
@@ -376,7 +408,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         if let Some(pe) = position_encoding {
             model = model.with_position_encoding(pe)?;
         }
-        Ok(model)
+        Ok(model.with_node_weighting(args.node_weights_at.into()))
     };
     let (mut acc, mut epochs) = (Accuracies::default(), Vec::new());
     let mut selected_test = Vec::new();
@@ -478,6 +510,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "window": args.window,
             "readout": flag_name(&args.readout),
             "node_weights": flag_name(&args.node_weights),
+            "node_weights_at": flag_name(&args.node_weights_at),
             "lr": args.lr,
             "lr_schedule": args.lr_schedule.to_string(),
             "embed_lr_scale": args.embed_lr_scale,
@@ -544,7 +577,7 @@ mod tests {
     ];
 
     /// The other fields README.md lists for `text_classification --json`.
-    const README_FIELDS: [&str; 27] = [
+    const README_FIELDS: [&str; 28] = [
         "malloc",
         "device",
         "adapter",
@@ -561,6 +594,7 @@ mod tests {
         "window",
         "readout",
         "node_weights",
+        "node_weights_at",
         "lr",
         "lr_schedule",
         "embed_lr_scale",
@@ -743,6 +777,40 @@ mod tests {
             .run(&hdgcn::backend::Cpu::<f32>::new(), Device::Cpu)
             .unwrap_err();
         assert!(err.to_string().contains("--refit"), "{err}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn tfidf_weights_at_the_readout_or_the_input() {
+        let root = scratch("tfidf");
+        write_corpus(&root, "R8");
+        let root_s = root.to_str().unwrap();
+        let mut common: Vec<&str> =
+            "--dataset r8 --model hdgcn --k 2 --supernodes 2 --hidden 8 --epochs 3 \
+             --batch-size 8 --readout mean --quiet --json --node-weights tfidf"
+                .split_whitespace()
+                .collect();
+        common.extend(["--data-dir", root_s]);
+        let report = |at: &str| {
+            run_on_cpu::<Args>(&parse(&[&common[..], &["--node-weights-at", at]].concat())).json
+        };
+        let (readout, input) = (report("readout"), report("input"));
+        assert_eq!(readout["node_weights"], "tfidf");
+        assert_eq!(readout["node_weights_at"], "readout");
+        assert_eq!(input["node_weights_at"], "input");
+        assert_eq!(report("both")["node_weights_at"], "both");
+        // Without weights there is nothing to place: an error, not a no-op.
+        let err = parse(&[
+            "--dataset",
+            "r8",
+            "--node-weights-at",
+            "input",
+            "--data-dir",
+            root_s,
+        ])
+        .run(&hdgcn::backend::Cpu::<f32>::new(), Device::Cpu)
+        .unwrap_err();
+        assert!(err.to_string().contains("--node-weights tfidf"), "{err}");
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -8,7 +8,7 @@ use hdgcn::backend::{Axis, Cpu};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{DeviceGraph, GcnConv, GraphConv};
 use hdgcn::graph::{Batch, Graph};
-use hdgcn::models::{GraphClassifier, GraphInput, InputLayer, InputSpec};
+use hdgcn::models::{GraphClassifier, GraphInput, InputLayer, InputSpec, NodeWeighting};
 use hdgcn::nn::{
     Activation, Embedding, Features, Linear, Module, PositionalEncoding, SubwordConfig,
     SubwordEmbedding,
@@ -1007,6 +1007,109 @@ fn node_weights_pool_a_weighted_mean_and_gradients_check() {
 }
 
 #[test]
+fn node_weights_at_the_input_scale_what_the_convolutions_read() {
+    let cpu = Cpu::<f64>::new();
+    let mut rng = StdRng::seed_from_u64(43);
+    let graphs = [
+        undirected(3, &[(0, 1), (1, 2)]),
+        undirected(4, &[(0, 1), (0, 2), (2, 3)]),
+    ];
+    let batch = DeviceGraph::from_batch(&cpu, &Batch::new(&graphs).unwrap()).unwrap();
+    let w = Array2::from_shape_vec((7, 1), vec![0.5, 1.0, 1.5, 2.0, 0.25, 1.25, 0.5]).unwrap();
+    let x = Array2::from_shape_fn((7, 2), |_| rng.random_range(-1.0..1.0));
+    // Reference: the same model fed `w_v · x_v`, scaled on the host.
+    let scaled = &x * &w;
+    let build = |weighting: NodeWeighting| {
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut model =
+            GraphClassifier::gcn(&cpu, InputSpec::Dense(2), 4, 2, 3, 0.0, &mut rng).unwrap();
+        model.readout = Box::new(MeanReadout);
+        model.with_node_weighting(weighting)
+    };
+    let t = Tape::inference(&cpu);
+    let dense = |a: &Array2<f64>| GraphInput::Features(Features::Dense(t.constant(a.clone())));
+    let wv = t.constant(w.clone());
+    let logits = |m: &GraphClassifier<Cpu<f64>>, a: &Array2<f64>, weights| {
+        m.forward_weighted(&t, &batch, &dense(a), weights)
+            .unwrap()
+            .to_array()
+    };
+    let (readout, input, both) = (
+        build(NodeWeighting::Readout),
+        build(NodeWeighting::Input),
+        build(NodeWeighting::Both),
+    );
+    let close =
+        |a: &Array2<f64>, b: &Array2<f64>| a.iter().zip(b).all(|(p, q)| (p - q).abs() < 1e-12);
+    // Input: the plain model on the scaled features.
+    assert!(close(
+        &logits(&input, &x, Some(&wv)),
+        &logits(&readout, &scaled, None)
+    ));
+    // Both: the readout-weighted model on the scaled features.
+    assert!(close(
+        &logits(&both, &x, Some(&wv)),
+        &logits(&readout, &scaled, Some(&wv))
+    ));
+    // And the placements differ from one another.
+    assert!(!close(
+        &logits(&input, &x, Some(&wv)),
+        &logits(&readout, &x, Some(&wv))
+    ));
+    assert!(!close(
+        &logits(&input, &x, Some(&wv)),
+        &logits(&both, &x, Some(&wv))
+    ));
+    // A wrong shape is an error at every placement, before any layer runs.
+    let bad = t.constant(Array2::ones((6, 1)));
+    for m in [&readout, &input, &both] {
+        assert!(matches!(
+            m.forward_weighted(&t, &batch, &dense(&x), Some(&bad)),
+            Err(Error::ShapeMismatch { .. })
+        ));
+    }
+    // Token inputs: scaling node v's embedding equals scaling the table's
+    // row of v's token when every token occurs once.
+    let spec = InputSpec::Tokens { vocab: 9, dim: 3 };
+    let tokens = [4usize, 0, 7, 2, 8, 1, 5];
+    let mut rng = StdRng::seed_from_u64(8);
+    let model = GraphClassifier::gcn(&cpu, spec, 3, 1, 2, 0.0, &mut rng)
+        .unwrap()
+        .with_node_weighting(NodeWeighting::Input);
+    let ids = GraphInput::Tokens(Index::new(&cpu, &tokens).unwrap());
+    let got = model
+        .forward_weighted(&t, &batch, &ids, Some(&wv))
+        .unwrap()
+        .to_array();
+    let Some(InputLayer::Embedding(e)) = &model.input else {
+        panic!("a token model embeds")
+    };
+    let mut table = e.weight.to_array();
+    for (v, &tok) in tokens.iter().enumerate() {
+        table.row_mut(tok).mapv_inplace(|a| a * w[[v, 0]]);
+    }
+    e.weight.set(table);
+    let want = model.forward(&t, &batch, &ids).unwrap().to_array();
+    assert!(close(&got, &want), "{got} vs {want}");
+    // Gradients through the scaled inputs, for both placements that use them.
+    let targets = Index::new(&cpu, &[2, 0]).unwrap();
+    for m in [&input, &both] {
+        let rep = check_params(
+            &m.named_params(),
+            |t| {
+                let input = GraphInput::Features(Features::Dense(t.constant(x.clone())));
+                m.forward_weighted(t, &batch, &input, Some(&t.constant(w.clone())))?
+                    .log_softmax(Axis::Cols)
+                    .nll(&targets)
+            },
+            1e-6,
+        )
+        .unwrap();
+        assert!(rep.max_error < 1e-6, "{:?}: {rep:?}", m.node_weighting);
+    }
+}
+
+#[test]
 fn node_weights_in_training_are_scale_free_and_checked() {
     let mut rng = StdRng::seed_from_u64(17);
     let (train, val, test) = document_sets(&mut rng);
@@ -1023,9 +1126,11 @@ fn node_weights_in_training_are_scale_free_and_checked() {
     };
     let cpu = Cpu::<f32>::new();
     let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
-    let run = |tr: &[GraphSample], va: &[GraphSample], te: &[GraphSample]| {
+    let run_at = |at: NodeWeighting, tr: &[GraphSample], va: &[GraphSample], te: &[GraphSample]| {
         let mut rng = StdRng::seed_from_u64(5);
-        let mut model = GraphClassifier::gcn(&cpu, spec, 8, 1, 2, 0.0, &mut rng).unwrap();
+        let mut model = GraphClassifier::gcn(&cpu, spec, 8, 1, 2, 0.0, &mut rng)
+            .unwrap()
+            .with_node_weighting(at);
         model.readout = Box::new(MeanReadout);
         let c = GraphTrainConfig {
             patience: None,
@@ -1033,24 +1138,48 @@ fn node_weights_in_training_are_scale_free_and_checked() {
         };
         train_graph_classifier(&mut model, tr, va, te, &c)
     };
+    let run = |tr: &[GraphSample], va: &[GraphSample], te: &[GraphSample]| {
+        run_at(NodeWeighting::Readout, tr, va, te)
+    };
     let losses = |r: &hdgcn::train::GraphTrainReport| -> Vec<f64> {
         r.history.iter().map(|h| h.train_loss).collect()
     };
     let uneven = |i: usize, v: usize| 1.0 + ((i + 3 * v) % 5) as f64;
-    let plain = run(&train, &val, &test).unwrap();
     let ones = |s: &[GraphSample]| weigh(s, &|_, _| 2.5);
-    let even = run(&ones(&train), &ones(&val), &ones(&test)).unwrap();
     let w1 = |s: &[GraphSample]| weigh(s, &uneven);
     let w3 = |s: &[GraphSample]| weigh(s, &|i, v| 3.0 * uneven(i, v));
-    let a = run(&w1(&train), &w1(&val), &w1(&test)).unwrap();
-    let b = run(&w3(&train), &w3(&val), &w3(&test)).unwrap();
-    assert_eq!(
-        losses(&plain),
-        losses(&even),
-        "equal weights are the plain mean"
+    let mut uneven_runs = Vec::new();
+    for at in [
+        NodeWeighting::Readout,
+        NodeWeighting::Input,
+        NodeWeighting::Both,
+    ] {
+        let plain = run_at(at, &train, &val, &test).unwrap();
+        let even = run_at(at, &ones(&train), &ones(&val), &ones(&test)).unwrap();
+        let a = run_at(at, &w1(&train), &w1(&val), &w1(&test)).unwrap();
+        let b = run_at(at, &w3(&train), &w3(&val), &w3(&test)).unwrap();
+        assert_eq!(
+            losses(&plain),
+            losses(&even),
+            "{at:?}: equal weights are no weights"
+        );
+        assert_eq!(
+            losses(&a),
+            losses(&b),
+            "{at:?}: only ratios within a graph count"
+        );
+        assert_ne!(
+            losses(&a),
+            losses(&plain),
+            "{at:?}: uneven weights change the run"
+        );
+        uneven_runs.push(losses(&a));
+    }
+    assert_ne!(
+        uneven_runs[0], uneven_runs[1],
+        "input weighting is not readout weighting"
     );
-    assert_eq!(losses(&a), losses(&b), "only ratios within a graph count");
-    assert_ne!(losses(&a), losses(&plain), "uneven weights change the run");
+    assert_ne!(uneven_runs[1], uneven_runs[2], "both is not input alone");
     // Some samples weighted, others not: an error naming the set.
     let mut mixed = w1(&train);
     mixed[4] = train[4].clone();

@@ -81,6 +81,47 @@ pub enum InputSpec {
     Dense(usize),
 }
 
+/// Where [`GraphClassifier::forward_weighted`] applies per-node weights.
+///
+/// The weights are data, not parameters (for text graphs, the TF-IDF of
+/// each distinct word, [`TfIdf::node_weights`]): a document graph has one
+/// node per distinct word, so without them the model cannot see how often
+/// a word occurs.
+///
+/// [`TfIdf::node_weights`]: crate::data::text::TfIdf::node_weights
+///
+/// ```
+/// use hdgcn::models::NodeWeighting;
+/// assert_eq!(NodeWeighting::default(), NodeWeighting::Readout);
+/// assert!(NodeWeighting::Both.at_input() && NodeWeighting::Both.at_readout());
+/// assert!(!NodeWeighting::Input.at_readout());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NodeWeighting {
+    /// The readout pools `w_v · h_v` (with a mean readout and weights at
+    /// mean 1 per graph, the weighted mean of the node states).
+    #[default]
+    Readout,
+    /// Each node's input vector (the input layer's output, or the features
+    /// without one) is multiplied by `w_v` before the position encoding and
+    /// the first convolution; the readout pools the unweighted states.
+    Input,
+    /// Both: the inputs are scaled and the readout pools `w_v · h_v`.
+    Both,
+}
+
+impl NodeWeighting {
+    /// Whether the node inputs are scaled by the weights.
+    pub fn at_input(self) -> bool {
+        matches!(self, NodeWeighting::Input | NodeWeighting::Both)
+    }
+
+    /// Whether the readout pools weighted node states.
+    pub fn at_readout(self) -> bool {
+        matches!(self, NodeWeighting::Readout | NodeWeighting::Both)
+    }
+}
+
 /// `input [+ position encoding] -> [dropout -> conv -> act] x L -> readout
 /// -> dropout -> Linear`, producing one row of class logits per graph.
 ///
@@ -116,6 +157,10 @@ pub struct GraphClassifier<B: Backend> {
     /// added to the node vectors before the first convolution (set by
     /// [`GraphClassifier::with_position_encoding`]; `None` by default).
     pub position_encoding: Option<PositionalEncoding>,
+    /// Where the node weights of [`GraphClassifier::forward_weighted`] act
+    /// (set by [`GraphClassifier::with_node_weighting`]; the readout by
+    /// default).
+    pub node_weighting: NodeWeighting,
     /// The convolutions, first to last (at least one).
     pub convs: Vec<Box<dyn GraphConv<B>>>,
     /// Pools node states into one row per graph.
@@ -138,6 +183,7 @@ impl<B: Backend> std::fmt::Debug for GraphClassifier<B> {
         f.debug_struct("GraphClassifier")
             .field("input", &self.input.as_ref().map(InputLayer::out_channels))
             .field("position_encoding", &self.position_encoding)
+            .field("node_weighting", &self.node_weighting)
             .field("convs", &widths)
             .field("classes", &self.classifier.out_features())
             .field("dropout", &self.dropout)
@@ -192,6 +238,7 @@ impl<B: Backend> GraphClassifier<B> {
         Ok(GraphClassifier {
             input,
             position_encoding: None,
+            node_weighting: NodeWeighting::Readout,
             convs,
             readout,
             dropout: Dropout::new(dropout)?,
@@ -278,6 +325,27 @@ impl<B: Backend> GraphClassifier<B> {
         Ok(self)
     }
 
+    /// The model with its node weights applied where `weighting` says
+    /// (see [`NodeWeighting`]). Like the position encoding, this has no
+    /// parameters, so checkpoints do not change.
+    ///
+    /// ```
+    /// use hdgcn::backend::Cpu;
+    /// use hdgcn::models::{GraphClassifier, InputSpec, NodeWeighting};
+    /// use rand::SeedableRng;
+    /// let cpu = Cpu::<f32>::new();
+    /// let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    /// let spec = InputSpec::Tokens { vocab: 100, dim: 16 };
+    /// let model = GraphClassifier::gcn(&cpu, spec, 16, 1, 3, 0.5, &mut rng)?
+    ///     .with_node_weighting(NodeWeighting::Input);
+    /// assert_eq!(model.node_weighting, NodeWeighting::Input);
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    pub fn with_node_weighting(mut self, weighting: NodeWeighting) -> Self {
+        self.node_weighting = weighting;
+        self
+    }
+
     /// The first convolution; [`Error::InvalidConfig`] if `convs` was emptied.
     pub(crate) fn first_conv(&self) -> Result<&dyn GraphConv<B>> {
         first_conv(&self.convs)
@@ -305,6 +373,19 @@ impl<B: Backend> GraphClassifier<B> {
         graph: &DeviceGraph<B>,
         x: &GraphInput<B>,
     ) -> Result<Var<B>> {
+        self.states(tape, graph, x, None)
+    }
+
+    /// [`GraphClassifier::node_states`] with each node's input vector
+    /// multiplied by its row of `input_weights` (`N x 1`, checked by the
+    /// caller) before the position encoding and the convolutions.
+    fn states(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        x: &GraphInput<B>,
+        input_weights: Option<&Var<B>>,
+    ) -> Result<Var<B>> {
         self.first_conv()?;
         let mut h = match (&self.input, x) {
             (Some(InputLayer::Embedding(e)), GraphInput::Tokens(idx)) => {
@@ -329,6 +410,9 @@ impl<B: Backend> GraphClassifier<B> {
                 ));
             }
         };
+        if let Some(w) = input_weights {
+            h = Features::Dense(h.dense()?.mul(w)?);
+        }
         if let Some(pe) = &self.position_encoding {
             h = self.add_position_encoding(tape, graph, pe, &h)?;
         }
@@ -379,14 +463,17 @@ impl<B: Backend> GraphClassifier<B> {
         self.forward_weighted(tape, graph, x, None)
     }
 
-    /// Class logits with the readout pooling `w_v · h_v`: `weights` is
-    /// `N x 1` (or `None`, which is [`GraphClassifier::forward`]). With
-    /// each graph's weights at mean 1 (as the training helpers batch
+    /// Class logits with per-node weights `w_v` applied where
+    /// [`GraphClassifier::node_weighting`] says: `weights` is `N x 1` (or
+    /// `None`, which is [`GraphClassifier::forward`]). At the readout
+    /// (the default) it pools `w_v · h_v`: with each graph's weights at
+    /// mean 1 (as the training helpers batch
     /// [`GraphSample::node_weights`](crate::train::GraphSample::node_weights))
     /// a [`MeanReadout`](crate::readout::MeanReadout) gives the weighted
     /// mean `Σ_v w_v h_v / Σ_v w_v`, e.g. a TF-IDF-weighted mean of a
-    /// document's word nodes. The weights are data: no gradient reaches
-    /// them through a constant.
+    /// document's word nodes. At the input ([`NodeWeighting::Input`]) the
+    /// convolutions read `w_v · x_v`. The weights are data: no gradient
+    /// reaches them through a constant.
     ///
     /// ```
     /// use hdgcn::autograd::{Index, Tape};
@@ -419,9 +506,8 @@ impl<B: Backend> GraphClassifier<B> {
         x: &GraphInput<B>,
         weights: Option<&Var<B>>,
     ) -> Result<Var<B>> {
-        let mut h = self.node_states(tape, graph, x)?;
         if let Some(w) = weights {
-            let n = h.shape().0;
+            let n = graph.num_nodes();
             if w.shape() != (n, 1) {
                 return Err(Error::shape(
                     "graph classifier node weights",
@@ -429,6 +515,10 @@ impl<B: Backend> GraphClassifier<B> {
                     format!("{:?}", w.shape()),
                 ));
             }
+        }
+        let at = self.node_weighting;
+        let mut h = self.states(tape, graph, x, weights.filter(|_| at.at_input()))?;
+        if let Some(w) = weights.filter(|_| at.at_readout()) {
             h = h.mul(w)?;
         }
         let seg = graph.segments_or_whole()?;

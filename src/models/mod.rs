@@ -3,5 +3,5 @@
 mod graph_classifier;
 mod node_classifier;
 
-pub use graph_classifier::{GraphClassifier, GraphInput, InputLayer, InputSpec};
+pub use graph_classifier::{GraphClassifier, GraphInput, InputLayer, InputSpec, NodeWeighting};
 pub use node_classifier::NodeClassifier;

@@ -70,12 +70,14 @@ pub struct GraphSample {
     pub features: GraphFeatures,
     /// The class.
     pub label: usize,
-    /// Optional relative weight of each node in the readout (set by
+    /// Optional relative weight of each node (set by
     /// [`GraphSample::with_node_weights`]): when batched, each graph's
-    /// weights are divided by their mean, and the model's readout pools
-    /// `w_v · h_v` ([`GraphClassifier::forward_weighted`]), so a mean
-    /// readout becomes the weighted mean `Σ_v w_v h_v / Σ_v w_v`. `None`:
-    /// every node weighs 1.
+    /// weights are divided by their mean and handed to
+    /// [`GraphClassifier::forward_weighted`]. By default the model's
+    /// readout pools `w_v · h_v`, so a mean readout becomes the weighted
+    /// mean `Σ_v w_v h_v / Σ_v w_v`; with
+    /// [`NodeWeighting::Input`](crate::models::NodeWeighting::Input) the
+    /// weights scale the node inputs instead. `None`: every node weighs 1.
     pub node_weights: Option<Vec<f64>>,
 }
 
