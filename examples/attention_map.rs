@@ -185,6 +185,7 @@ fn run(args: &Args) -> Result<()> {
             batch_size: 64,
             lr: args.lr,
             lr_schedule: LrScheduleKind::Constant,
+            lr_warmup_epochs: 0,
             weight_decay: 0.0,
             optimizer: GraphOptimizer::AdaBelief,
             patience: None,

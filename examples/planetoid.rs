@@ -68,6 +68,10 @@ struct Args {
     /// cosine:ETA_MIN | step:STEP_SIZE:GAMMA.
     #[arg(long, default_value = "constant")]
     lr_schedule: LrScheduleKind,
+    /// Epochs of linear warm-up to --lr before the schedule, which then
+    /// runs over the epochs left (must be below --epochs; 0: none).
+    #[arg(long, default_value_t = 0)]
+    warmup_epochs: usize,
     /// L2 weight decay (first layer, as Kipf & Welling and PyG's gcn.py).
     #[arg(long, default_value_t = 5e-4)]
     weight_decay: f64,
@@ -226,6 +230,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             patience,
             lr: args.lr,
             lr_schedule: args.lr_schedule,
+            lr_warmup_epochs: args.warmup_epochs,
             weight_decay: args.weight_decay,
             label_smoothing: args.label_smoothing,
             ema_decay: args.ema,
@@ -282,6 +287,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "patience": patience,
             "lr": args.lr,
             "lr_schedule": args.lr_schedule.to_string(),
+            "warmup_epochs": args.warmup_epochs,
             "label_smoothing": args.label_smoothing,
             "ema": args.ema,
             "test_acc_mean": tm,
@@ -333,7 +339,7 @@ mod tests {
     }
 
     /// The fields README.md lists for `planetoid --json`.
-    const README_FIELDS: [&str; 27] = [
+    const README_FIELDS: [&str; 28] = [
         "dataset",
         "model",
         "split",
@@ -354,6 +360,7 @@ mod tests {
         "patience",
         "lr",
         "lr_schedule",
+        "warmup_epochs",
         "label_smoothing",
         "ema",
         "supernodes",

@@ -111,6 +111,10 @@ struct Args {
     /// cosine:ETA_MIN | step:STEP_SIZE:GAMMA.
     #[arg(long, default_value = "constant")]
     lr_schedule: LrScheduleKind,
+    /// Epochs of linear warm-up to --lr before the schedule, which then
+    /// runs over the epochs left (must be below --epochs; 0: none).
+    #[arg(long, default_value_t = 0)]
+    warmup_epochs: usize,
     /// adabelief | adam
     #[arg(long, default_value = "adabelief")]
     optimizer: GraphOptimizer,
@@ -423,6 +427,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             batch_size: args.batch_size,
             lr: args.lr,
             lr_schedule: args.lr_schedule,
+            lr_warmup_epochs: args.warmup_epochs,
             weight_decay: args.weight_decay,
             optimizer: args.optimizer,
             patience: Some(args.patience),
@@ -513,6 +518,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "node_weights_at": flag_name(&args.node_weights_at),
             "lr": args.lr,
             "lr_schedule": args.lr_schedule.to_string(),
+            "warmup_epochs": args.warmup_epochs,
             "embed_lr_scale": args.embed_lr_scale,
             "label_smoothing": args.label_smoothing,
             "ema": args.ema,
@@ -577,7 +583,7 @@ mod tests {
     ];
 
     /// The other fields README.md lists for `text_classification --json`.
-    const README_FIELDS: [&str; 28] = [
+    const README_FIELDS: [&str; 29] = [
         "malloc",
         "device",
         "adapter",
@@ -597,6 +603,7 @@ mod tests {
         "node_weights_at",
         "lr",
         "lr_schedule",
+        "warmup_epochs",
         "embed_lr_scale",
         "label_smoothing",
         "ema",
@@ -746,12 +753,13 @@ mod tests {
         let (root_s, ckpt_s) = (root.to_str().unwrap(), ckpt.to_str().unwrap());
         let mut common: Vec<&str> =
             "--dataset r8 --model hdgcn --k 2 --supernodes 2 --hidden 8 --epochs 6 \
-             --batch-size 8 --lr 1e-2 --lr-schedule cosine --quiet --json"
+             --batch-size 8 --lr 1e-2 --lr-schedule cosine --warmup-epochs 2 --quiet --json"
                 .split_whitespace()
                 .collect();
         common.extend(["--data-dir", root_s]);
         let plain = run_on_cpu::<Args>(&parse(&[&common[..], &["--runs", "2"]].concat())).json;
         assert_eq!(plain["refit"], false);
+        assert_eq!(plain["warmup_epochs"], 2);
         assert_eq!(plain["selected_test_accs"], serde_json::Value::Null);
         let refit = run_on_cpu::<Args>(&parse(
             &[&common[..], &["--runs", "2", "--refit", "--save", ckpt_s]].concat(),
@@ -777,6 +785,13 @@ mod tests {
             .run(&hdgcn::backend::Cpu::<f32>::new(), Device::Cpu)
             .unwrap_err();
         assert!(err.to_string().contains("--refit"), "{err}");
+        let mut long = common.clone();
+        let at = long.iter().position(|&f| f == "--warmup-epochs").unwrap();
+        long[at + 1] = "6";
+        let err = parse(&long)
+            .run(&hdgcn::backend::Cpu::<f32>::new(), Device::Cpu)
+            .unwrap_err();
+        assert!(err.to_string().contains("warm-up of 6 epochs"), "{err}");
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -86,6 +86,7 @@ fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
         batch_size: 16,
         lr: 0.01,
         lr_schedule: LrScheduleKind::Constant,
+        lr_warmup_epochs: 0,
         weight_decay: 0.0,
         optimizer,
         patience: Some(15),
@@ -547,6 +548,40 @@ fn the_learning_rate_follows_the_schedule_every_epoch() {
         };
         let err = train_graph_classifier(&mut fresh(), train, val, val, &bad).unwrap_err();
         assert!(err.to_string().contains("eta_min"), "{err}");
+        // A warm-up of 3 epochs: 0.0125, 0.025, 0.0375, then the cosine
+        // over the 7 epochs left, starting at the full rate.
+        let warm = GraphTrainConfig {
+            lr_schedule: LrScheduleKind::Cosine { eta_min: 0.0 },
+            lr_warmup_epochs: 3,
+            ..ten.clone()
+        };
+        let w = train_graph_classifier(&mut fresh(), train, val, val, &warm).unwrap();
+        let lrs: Vec<f64> = w.history.iter().map(|h| h.lr).collect();
+        let want: Vec<f64> = (0..10)
+            .map(|e| match e {
+                0..3 => 0.05 * (e + 1) as f64 / 4.0,
+                _ => 0.025 * (1.0 + (std::f64::consts::PI * (e - 3) as f64 / 7.0).cos()),
+            })
+            .collect();
+        for (e, (g, t)) in lrs.iter().zip(&want).enumerate() {
+            assert!((g - t).abs() < 1e-15, "{optimizer} epoch {e}: {g} vs {t}");
+        }
+        // Its first epoch is a one-epoch run at a quarter of the rate.
+        let quarter = GraphTrainConfig {
+            lr: 0.0125,
+            ..base.clone()
+        };
+        let q = train_graph_classifier(&mut fresh(), train, val, val, &quarter).unwrap();
+        assert_eq!(w.history[0].train_loss, q.history[0].train_loss);
+        assert_eq!(w.history[0].val_loss, q.history[0].val_loss);
+        assert_ne!(w.history[0].val_loss, c.history[0].val_loss);
+        // A warm-up that leaves no epoch for the schedule is refused.
+        let too_long = GraphTrainConfig {
+            lr_warmup_epochs: 10,
+            ..warm.clone()
+        };
+        let err = train_graph_classifier(&mut fresh(), train, val, val, &too_long).unwrap_err();
+        assert!(err.to_string().contains("warm-up of 10 epochs"), "{err}");
     }
 }
 

@@ -59,7 +59,7 @@ use crate::backend::{Backend, UnaryOp, UpdateRule};
 use crate::error::{Error, Result, check_non_negative, check_positive};
 
 pub use ema::ExponentialMovingAverage;
-pub use schedule::{Constant, CosineAnnealing, LrSchedule, LrScheduleKind, StepLr};
+pub use schedule::{Constant, CosineAnnealing, LinearWarmup, LrSchedule, LrScheduleKind, StepLr};
 
 /// A first-order optimiser.
 pub trait Optimizer<B: Backend> {

@@ -160,6 +160,63 @@ impl LrSchedule for CosineAnnealing {
     }
 }
 
+impl<S: LrSchedule + ?Sized> LrSchedule for Box<S> {
+    fn lr_at(&self, epoch: usize) -> f64 {
+        (**self).lr_at(epoch)
+    }
+}
+
+/// A linear warm-up in front of another schedule: for the first `warmup`
+/// epochs the rate climbs in equal steps towards the inner schedule's
+/// first rate, `inner.lr_at(0) · (epoch + 1) / (warmup + 1)`; from epoch
+/// `warmup` on it is `inner.lr_at(epoch − warmup)`, so the inner schedule
+/// starts where the warm-up ends (the shape of Hugging Face's
+/// `get_cosine_schedule_with_warmup`, at epoch granularity and without
+/// an epoch at rate 0).
+///
+/// ```
+/// use hdgcn::optim::{CosineAnnealing, LinearWarmup, LrSchedule};
+/// // 3 warm-up epochs, then a cosine over the 7 epochs left of 10.
+/// let s = LinearWarmup::new(3, CosineAnnealing::new(0.004, 7, 0.0)?);
+/// assert_eq!(s.lr_at(0), 0.001);
+/// assert!((s.lr_at(2) - 0.003).abs() < 1e-15);
+/// assert_eq!(s.lr_at(3), 0.004);
+/// assert!(s.lr_at(10).abs() < 1e-15);
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinearWarmup<S> {
+    warmup: usize,
+    inner: S,
+}
+
+impl<S: LrSchedule> LinearWarmup<S> {
+    /// `warmup` epochs of linear warm-up, then `inner` (0: `inner` alone).
+    pub fn new(warmup: usize, inner: S) -> Self {
+        LinearWarmup { warmup, inner }
+    }
+
+    /// Number of warm-up epochs.
+    pub fn warmup(&self) -> usize {
+        self.warmup
+    }
+
+    /// The schedule after the warm-up.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: LrSchedule> LrSchedule for LinearWarmup<S> {
+    fn lr_at(&self, epoch: usize) -> f64 {
+        if epoch < self.warmup {
+            self.inner.lr_at(0) * (epoch + 1) as f64 / (self.warmup + 1) as f64
+        } else {
+            self.inner.lr_at(epoch - self.warmup)
+        }
+    }
+}
+
 /// A learning-rate schedule chosen by name, relative to a training run's
 /// base learning rate and number of epochs: what
 /// [`GraphTrainConfig`](crate::train::GraphTrainConfig) and
@@ -219,6 +276,48 @@ impl LrScheduleKind {
                 Box::new(StepLr::new(base_lr, step_size, gamma)?)
             }
         })
+    }
+
+    /// [`schedule`](Self::schedule) after `warmup` epochs of
+    /// [`LinearWarmup`]: the named schedule runs over the `epochs − warmup`
+    /// epochs left (a cosine reaches `eta_min` at epoch `epochs`, as
+    /// without warm-up), and
+    /// `warmup = 0` is `schedule(base_lr, epochs)` exactly.
+    ///
+    /// ```
+    /// use hdgcn::optim::{LrSchedule, LrScheduleKind};
+    /// // 3 warm-up epochs of 41, then a cosine over the other 38.
+    /// let s = LrScheduleKind::Cosine { eta_min: 0.0 }.schedule_with_warmup(0.004, 41, 3)?;
+    /// for (e, want) in [0.001, 0.002, 0.003, 0.004].into_iter().enumerate() {
+    ///     assert!((s.lr_at(e) - want).abs() < 1e-15);
+    /// }
+    /// assert!((s.lr_at(3 + 19) - 0.002).abs() < 1e-15);
+    /// assert!(LrScheduleKind::Constant.schedule_with_warmup(0.1, 3, 3).is_err());
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`schedule`](Self::schedule), and [`Error::InvalidConfig`] for
+    /// `warmup >= epochs` (no epoch left for the schedule itself).
+    pub fn schedule_with_warmup(
+        &self,
+        base_lr: f64,
+        epochs: usize,
+        warmup: usize,
+    ) -> Result<Box<dyn LrSchedule>> {
+        if warmup == 0 {
+            return self.schedule(base_lr, epochs);
+        }
+        if warmup >= epochs {
+            return Err(Error::InvalidConfig(format!(
+                "learning-rate warm-up of {warmup} epochs leaves none of the {epochs} epochs \
+                 for the '{self}' schedule: it must be below the epochs"
+            )));
+        }
+        Ok(Box::new(LinearWarmup::new(
+            warmup,
+            self.schedule(base_lr, epochs - warmup)?,
+        )))
     }
 }
 
@@ -340,6 +439,65 @@ mod tests {
             .is_err()
         );
         assert!(LrScheduleKind::Constant.schedule(f64::INFINITY, 5).is_err());
+    }
+
+    #[test]
+    fn warmup_climbs_linearly_then_hands_over() {
+        // Hand-computed: base 0.6, 2 warm-up epochs (0.2, 0.4), then step
+        // decay by 0.5 every 2 epochs counted from the end of the warm-up.
+        let s = LrScheduleKind::Step {
+            step_size: 2,
+            gamma: 0.5,
+        }
+        .schedule_with_warmup(0.6, 8, 2)
+        .unwrap();
+        let want = [0.2, 0.4, 0.6, 0.6, 0.3, 0.3, 0.15, 0.15];
+        for (e, w) in want.iter().enumerate() {
+            assert!((s.lr_at(e) - w).abs() < 1e-15, "epoch {e}: {}", s.lr_at(e));
+        }
+        // The cosine anneals over the epochs left: it reaches eta_min at
+        // epoch `epochs` (warm-up 4 + t_max 6 = 10), as without warm-up.
+        let c = LrScheduleKind::Cosine { eta_min: 0.01 }
+            .schedule_with_warmup(1.0, 10, 4)
+            .unwrap();
+        assert!((c.lr_at(3) - 0.8).abs() < 1e-15);
+        assert!((c.lr_at(4) - 1.0).abs() < 1e-15);
+        assert!((c.lr_at(7) - 0.505).abs() < 1e-15);
+        assert!((c.lr_at(10) - 0.01).abs() < 1e-15);
+        // No warm-up: the schedule itself, at every epoch.
+        let k = LrScheduleKind::Cosine { eta_min: 0.0 };
+        let (a, b) = (
+            k.schedule_with_warmup(0.1, 12, 0).unwrap(),
+            k.schedule(0.1, 12).unwrap(),
+        );
+        assert!((0..30).all(|e| a.lr_at(e) == b.lr_at(e)));
+    }
+
+    #[test]
+    fn warmup_must_leave_epochs() {
+        for (warmup, epochs) in [(5, 5), (6, 5), (1, 1)] {
+            let Err(e) = LrScheduleKind::Constant.schedule_with_warmup(0.1, epochs, warmup) else {
+                panic!("a warm-up of {warmup} in {epochs} epochs was accepted");
+            };
+            let e = e.to_string();
+            assert!(
+                e.contains(&format!("warm-up of {warmup} epochs"))
+                    && e.contains(&format!("{epochs} epochs")),
+                "{e}"
+            );
+        }
+        assert!(
+            LrScheduleKind::Constant
+                .schedule_with_warmup(-1.0, 5, 2)
+                .is_err()
+        );
+        assert_eq!(
+            LrScheduleKind::Constant
+                .schedule_with_warmup(0.1, 2, 1)
+                .unwrap()
+                .lr_at(0),
+            0.05
+        );
     }
 
     #[test]

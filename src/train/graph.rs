@@ -308,6 +308,11 @@ pub struct GraphTrainConfig {
     pub lr: f64,
     /// How the learning rate changes from epoch to epoch (default: constant).
     pub lr_schedule: LrScheduleKind,
+    /// Epochs of linear learning-rate warm-up before `lr_schedule`
+    /// ([`LrScheduleKind::schedule_with_warmup`]): the rate climbs to `lr`
+    /// in equal steps, and the schedule runs over the epochs left. Must be
+    /// below `epochs`; 0 (the default): no warm-up.
+    pub lr_warmup_epochs: usize,
     /// Weight decay.
     pub weight_decay: f64,
     /// The optimiser.
@@ -364,6 +369,7 @@ impl Default for GraphTrainConfig {
             batch_size: 32,
             lr: 1e-3,
             lr_schedule: LrScheduleKind::Constant,
+            lr_warmup_epochs: 0,
             weight_decay: 0.0,
             optimizer: GraphOptimizer::Adam,
             patience: Some(20),
@@ -744,7 +750,11 @@ impl<'a, B: Backend> EpochRunner<'a, B> {
             input_params: input_params.into_iter().map(|(_, p)| p).collect(),
             other_params: other_params.into_iter().map(|(_, p)| p).collect(),
             params,
-            schedule: cfg.lr_schedule.schedule(cfg.lr, cfg.epochs)?,
+            schedule: cfg.lr_schedule.schedule_with_warmup(
+                cfg.lr,
+                cfg.epochs,
+                cfg.lr_warmup_epochs,
+            )?,
             rng: StdRng::seed_from_u64(cfg.seed),
             // Node dropout draws from its own stream: the shuffling stays as without it.
             drop_rng: StdRng::seed_from_u64(cfg.seed ^ 0x646f_6e6f_6465),

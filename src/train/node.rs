@@ -40,6 +40,11 @@ pub struct NodeTrainConfig {
     pub lr: f64,
     /// How the learning rate changes from epoch to epoch (default: constant).
     pub lr_schedule: LrScheduleKind,
+    /// Epochs of linear learning-rate warm-up before `lr_schedule`
+    /// ([`LrScheduleKind::schedule_with_warmup`]): the rate climbs to `lr`
+    /// in equal steps, and the schedule runs over the epochs left. Must be
+    /// below `epochs`; 0 (the default): no warm-up.
+    pub lr_warmup_epochs: usize,
     /// L2 weight decay.
     pub weight_decay: f64,
     /// Apply weight decay to the first layer only (Kipf & Welling; PyG's `gcn.py`).
@@ -74,6 +79,7 @@ impl Default for NodeTrainConfig {
             epochs: 200,
             lr: 0.01,
             lr_schedule: LrScheduleKind::Constant,
+            lr_warmup_epochs: 0,
             weight_decay: 5e-4,
             decay_first_layer_only: true,
             patience: None,
@@ -199,7 +205,9 @@ pub fn train_node_classifier<B: Backend>(
     };
     let mut opt_first: Adam<B> = base.weight_decay(cfg.weight_decay).build()?;
     let mut opt_rest: Adam<B> = base.weight_decay(0.0).build()?;
-    let schedule = cfg.lr_schedule.schedule(cfg.lr, cfg.epochs)?;
+    let schedule =
+        cfg.lr_schedule
+            .schedule_with_warmup(cfg.lr, cfg.epochs, cfg.lr_warmup_epochs)?;
 
     let mut selection = Selection::new(cfg.patience);
     let mut step_ms = Vec::with_capacity(cfg.epochs);
