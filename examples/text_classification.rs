@@ -90,8 +90,8 @@ struct Args {
     /// Where --node-weights act: readout (the readout pools w_v h_v) |
     /// input (each word's embedding is scaled by its weight before the
     /// convolutions) | both (`models::NodeWeighting`).
-    #[arg(long, value_enum, ignore_case = true, default_value = "readout")]
-    node_weights_at: WeightsAt,
+    #[arg(long, default_value = "readout")]
+    node_weights_at: NodeWeighting,
     /// Sliding-window width for word co-occurrence edges.
     #[arg(long, default_value_t = 3)]
     window: usize,
@@ -222,27 +222,6 @@ enum NodeWeights {
     Tfidf,
 }
 
-/// Where `--node-weights-at` applies the node weights.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum WeightsAt {
-    /// `NodeWeighting::Readout`.
-    Readout,
-    /// `NodeWeighting::Input`.
-    Input,
-    /// `NodeWeighting::Both`.
-    Both,
-}
-
-impl From<WeightsAt> for NodeWeighting {
-    fn from(w: WeightsAt) -> Self {
-        match w {
-            WeightsAt::Readout => NodeWeighting::Readout,
-            WeightsAt::Input => NodeWeighting::Input,
-            WeightsAt::Both => NodeWeighting::Both,
-        }
-    }
-}
-
 impl ReadoutKind {
     fn build<B: Backend, R: rand::Rng>(
         self,
@@ -285,10 +264,10 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "--layers must be at least 1 (graph convolutions before the readout)".into(),
         ));
     }
-    if args.node_weights == NodeWeights::None && args.node_weights_at != WeightsAt::Readout {
+    if args.node_weights == NodeWeights::None && args.node_weights_at != NodeWeighting::Readout {
         return Err(hdgcn::Error::InvalidConfig(format!(
             "--node-weights-at {} needs node weights: give --node-weights tfidf",
-            flag_name(&args.node_weights_at)
+            args.node_weights_at
         )));
     }
     if args.refit && args.load.is_some() {
@@ -412,7 +391,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         if let Some(pe) = position_encoding {
             model = model.with_position_encoding(pe)?;
         }
-        Ok(model.with_node_weighting(args.node_weights_at.into()))
+        Ok(model.with_node_weighting(args.node_weights_at))
     };
     let (mut acc, mut epochs) = (Accuracies::default(), Vec::new());
     let mut selected_test = Vec::new();
@@ -515,7 +494,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "window": args.window,
             "readout": flag_name(&args.readout),
             "node_weights": flag_name(&args.node_weights),
-            "node_weights_at": flag_name(&args.node_weights_at),
+            "node_weights_at": args.node_weights_at.to_string(),
             "lr": args.lr,
             "lr_schedule": args.lr_schedule.to_string(),
             "warmup_epochs": args.warmup_epochs,
@@ -684,6 +663,7 @@ mod tests {
             &["--model", "gat"][..],
             &["--runs", "0"],
             &["--optimizer", "lbfgs"],
+            &["--node-weights-at", "inputs"],
         ] {
             let argv = std::iter::once("text_classification").chain(bad.iter().copied());
             assert!(Args::try_parse_from(argv).is_err(), "{bad:?}");
@@ -813,7 +793,7 @@ mod tests {
         assert_eq!(readout["node_weights"], "tfidf");
         assert_eq!(readout["node_weights_at"], "readout");
         assert_eq!(input["node_weights_at"], "input");
-        assert_eq!(report("both")["node_weights_at"], "both");
+        assert_eq!(report("Both")["node_weights_at"], "both");
         // Without weights there is nothing to place: an error, not a no-op.
         let err = parse(&[
             "--dataset",

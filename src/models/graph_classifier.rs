@@ -95,6 +95,11 @@ pub enum InputSpec {
 /// assert_eq!(NodeWeighting::default(), NodeWeighting::Readout);
 /// assert!(NodeWeighting::Both.at_input() && NodeWeighting::Both.at_readout());
 /// assert!(!NodeWeighting::Input.at_readout());
+/// let both: NodeWeighting = "Both".parse()?;
+/// assert_eq!(both, NodeWeighting::Both);
+/// assert_eq!(both.to_string().parse::<NodeWeighting>()?, both);
+/// assert!("inputs".parse::<NodeWeighting>().is_err());
+/// # Ok::<(), hdgcn::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NodeWeighting {
@@ -119,6 +124,39 @@ impl NodeWeighting {
     /// Whether the readout pools weighted node states.
     pub fn at_readout(self) -> bool {
         matches!(self, NodeWeighting::Readout | NodeWeighting::Both)
+    }
+
+    /// The lower-case name [`FromStr`](std::str::FromStr) reads: `readout`,
+    /// `input` or `both`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeWeighting::Readout => "readout",
+            NodeWeighting::Input => "input",
+            NodeWeighting::Both => "both",
+        }
+    }
+}
+
+impl std::str::FromStr for NodeWeighting {
+    type Err = Error;
+
+    /// Parses `readout`, `input` or `both`, in any case.
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "readout" => Ok(NodeWeighting::Readout),
+            "input" => Ok(NodeWeighting::Input),
+            "both" => Ok(NodeWeighting::Both),
+            _ => Err(Error::InvalidConfig(format!(
+                "unknown node weighting '{s}' (expected readout, input or both)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for NodeWeighting {
+    /// The name [`FromStr`](std::str::FromStr) reads back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
