@@ -224,6 +224,30 @@ fn the_learning_rate_follows_the_schedule_every_epoch() {
     };
     let err = train_node_classifier(&mut model(&cpu), &task, &bad).unwrap_err();
     assert!(err.to_string().contains("step_size"), "{err}");
+    // One warm-up epoch (lr / 2), then the frozen schedule starting over:
+    // its first epoch at the full rate, nothing after. So five epochs end
+    // where two epochs of a warmed-up constant rate do, and not where two
+    // at the full rate do.
+    let warm = NodeTrainConfig {
+        lr_warmup_epochs: 1,
+        ..frozen.clone()
+    };
+    let (warmed, report) = run(&warm);
+    assert_eq!(report.epochs_run, 5);
+    let (two_warmed, _) = run(&NodeTrainConfig {
+        epochs: 2,
+        lr_warmup_epochs: 1,
+        ..cfg()
+    });
+    assert_eq!(warmed, two_warmed);
+    let (two, _) = run(&NodeTrainConfig { epochs: 2, ..cfg() });
+    assert_ne!(warmed, two);
+    let too_long = NodeTrainConfig {
+        lr_warmup_epochs: 5,
+        ..warm
+    };
+    let err = train_node_classifier(&mut model(&cpu), &task, &too_long).unwrap_err();
+    assert!(err.to_string().contains("warm-up of 5 epochs"), "{err}");
 }
 
 #[test]
