@@ -141,6 +141,12 @@ struct Args {
     /// run's. `--save` then saves the refit model. Not with `--load`.
     #[arg(long)]
     refit: bool,
+    /// How many epochs `--refit` trains: `selected`, each run's selected
+    /// number (default), or `all`, the whole `--epochs` budget, so that the
+    /// cosine schedule runs to its end and the refit does not depend on
+    /// which epoch a noisy validation split picked. Needs `--refit`.
+    #[arg(long, value_enum, default_value_t = RefitEpochs::Selected)]
+    refit_epochs: RefitEpochs,
     /// Multiplier of the embedding table's learning rate (`--lr` times this;
     /// `GraphTrainConfig::input_lr_scale`; default 1).
     #[arg(long, default_value_t = 1.0)]
@@ -213,6 +219,15 @@ enum ReadoutKind {
     Attention,
 }
 
+/// How many epochs `--refit` trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RefitEpochs {
+    /// The selection run's best epoch + 1.
+    Selected,
+    /// The whole `--epochs` budget.
+    All,
+}
+
 /// The readout weights `--node-weights` offers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum NodeWeights {
@@ -268,6 +283,12 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         return Err(hdgcn::Error::InvalidConfig(format!(
             "--node-weights-at {} needs node weights: give --node-weights tfidf",
             args.node_weights_at
+        )));
+    }
+    if !args.refit && args.refit_epochs != RefitEpochs::Selected {
+        return Err(hdgcn::Error::InvalidConfig(format!(
+            "--refit-epochs {} sets how long --refit trains: give --refit",
+            flag_name(&args.refit_epochs)
         )));
     }
     if args.refit && args.load.is_some() {
@@ -395,6 +416,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
     };
     let (mut acc, mut epochs) = (Accuracies::default(), Vec::new());
     let mut selected_test = Vec::new();
+    let mut refit_epoch_counts = Vec::new();
     for r in 0..args.runs {
         let seed = args.seed + r as u64;
         let (train_idx, val_idx) = validation_split(&train_all, 0.1, seed)?;
@@ -430,12 +452,17 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             selected_test.push(100.0 * rep.test_acc);
             let both: Vec<GraphSample> = tr.iter().chain(&va).cloned().collect();
             model = build_model(seed, false)?;
-            let refit = refit_graph_classifier(&mut model, &both, &te, &cfg, rep.best_epoch + 1)?;
+            let epochs = match args.refit_epochs {
+                RefitEpochs::Selected => rep.best_epoch + 1,
+                RefitEpochs::All => args.epochs,
+            };
+            refit_epoch_counts.push(epochs);
+            let refit = refit_graph_classifier(&mut model, &both, &te, &cfg, epochs)?;
             if !args.quiet {
                 eprintln!(
                     "run {r}: refit on {} documents for {} epochs: test {:.2} (selection run {:.2})",
                     both.len(),
-                    rep.best_epoch + 1,
+                    epochs,
                     100.0 * refit.test_acc,
                     100.0 * rep.test_acc
                 );
@@ -504,6 +531,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "node_dropout": args.node_dropout,
             "position_encoding": args.position_encoding,
             "refit": args.refit,
+            "refit_epochs": args.refit.then(|| flag_name(&args.refit_epochs)),
+            "refit_epoch_counts": args.refit.then_some(&refit_epoch_counts),
             "selected_test_accs": args.refit.then_some(&selected_test),
             "test_acc_mean": tm,
             "test_acc_std": ts,
@@ -562,7 +591,7 @@ mod tests {
     ];
 
     /// The other fields README.md lists for `text_classification --json`.
-    const README_FIELDS: [&str; 29] = [
+    const README_FIELDS: [&str; 31] = [
         "malloc",
         "device",
         "adapter",
@@ -589,6 +618,8 @@ mod tests {
         "node_dropout",
         "position_encoding",
         "refit",
+        "refit_epochs",
+        "refit_epoch_counts",
         "selected_test_accs",
         "test_accs",
         "best_epochs",
@@ -746,11 +777,51 @@ mod tests {
         ))
         .json;
         assert_eq!(refit["refit"], true);
+        assert_eq!(plain["refit_epochs"], serde_json::Value::Null);
+        assert_eq!(plain["refit_epoch_counts"], serde_json::Value::Null);
+        assert_eq!(refit["refit_epochs"], "selected");
         // The selection runs are the plain runs: same epochs, validation
         // and (now reported apart) test accuracies.
         assert_eq!(refit["selected_test_accs"], plain["test_accs"], "{refit}");
         assert_eq!(refit["best_epochs"], plain["best_epochs"]);
         assert_eq!(refit["val_acc_mean"], plain["val_acc_mean"]);
+        let counts = |j: &serde_json::Value| -> Vec<u64> {
+            let a = j["refit_epoch_counts"]
+                .as_array()
+                .expect("refit_epoch_counts");
+            a.iter().map(|c| c.as_u64().unwrap()).collect()
+        };
+        let selected: Vec<u64> = plain["best_epochs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_u64().unwrap() + 1)
+            .collect();
+        assert_eq!(counts(&refit), selected);
+        // `--refit-epochs all` trains the whole budget, whatever epoch the
+        // selection picked: early stopping after one epoch without gain
+        // changes the selection runs but not the refit models.
+        let all = |patience: &str| {
+            run_on_cpu::<Args>(&parse(
+                &[
+                    &common[..],
+                    &["--runs", "2", "--refit", "--refit-epochs", "all"],
+                    &["--patience", patience],
+                ]
+                .concat(),
+            ))
+            .json
+        };
+        let (full, stopped) = (all("5"), all("1"));
+        assert_eq!(full["refit_epochs"], "all");
+        assert_eq!(counts(&full), [6, 6]);
+        assert_eq!(counts(&stopped), [6, 6]);
+        assert_eq!(full["test_accs"], stopped["test_accs"]);
+        assert_eq!(full["selected_test_accs"], plain["test_accs"]);
+        let err = parse(&[&common[..], &["--refit-epochs", "all"]].concat())
+            .run(&hdgcn::backend::Cpu::<f32>::new(), Device::Cpu)
+            .unwrap_err();
+        assert!(err.to_string().contains("give --refit"), "{err}");
         // The checkpoint is the last run's refit model: evaluated again it
         // gives the reported test accuracy exactly.
         let loaded = run_on_cpu::<Args>(&parse(
