@@ -799,25 +799,22 @@ mod tests {
             .collect();
         assert_eq!(counts(&refit), selected);
         // `--refit-epochs all` trains the whole budget, whatever epoch the
-        // selection picked: early stopping after one epoch without gain
-        // changes the selection runs but not the refit models.
-        let all = |patience: &str| {
-            run_on_cpu::<Args>(&parse(
-                &[
-                    &common[..],
-                    &["--runs", "2", "--refit", "--refit-epochs", "all"],
-                    &["--patience", patience],
-                ]
-                .concat(),
-            ))
-            .json
-        };
-        let (full, stopped) = (all("5"), all("1"));
+        // selection picked. Here run 0 selects an earlier epoch and run 1
+        // the last, so only run 0's refit model changes.
+        let full = run_on_cpu::<Args>(&parse(
+            &[
+                &common[..],
+                &["--runs", "2", "--refit", "--refit-epochs", "all"],
+            ]
+            .concat(),
+        ))
+        .json;
         assert_eq!(full["refit_epochs"], "all");
         assert_eq!(counts(&full), [6, 6]);
-        assert_eq!(counts(&stopped), [6, 6]);
-        assert_eq!(full["test_accs"], stopped["test_accs"]);
+        assert_eq!(selected, [4, 6], "the fixture's selected epochs moved");
         assert_eq!(full["selected_test_accs"], plain["test_accs"]);
+        assert_eq!(full["test_accs"][1], refit["test_accs"][1]);
+        assert_ne!(full["test_accs"][0], refit["test_accs"][0]);
         let err = parse(&[&common[..], &["--refit-epochs", "all"]].concat())
             .run(&hdgcn::backend::Cpu::<f32>::new(), Device::Cpu)
             .unwrap_err();
