@@ -1,5 +1,6 @@
-//! `train_node_classifier` with dense input features and with inputs that
-//! must fail before (or without) changing the model.
+//! `train_node_classifier` (and its refit, `refit_node_classifier`) with
+//! dense input features and with inputs that must fail before (or without)
+//! changing the model.
 
 mod common;
 
@@ -15,7 +16,8 @@ use hdgcn::models::NodeClassifier;
 use hdgcn::nn::{Activation, Features, Module};
 use hdgcn::optim::LrScheduleKind;
 use hdgcn::train::{
-    NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes, train_node_classifier,
+    NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes, refit_node_classifier,
+    train_node_classifier,
 };
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -427,4 +429,115 @@ fn a_gcn_head_propagates_the_logits_over_the_graph() {
     // And it trains: the two cliques are separated on the test nodes.
     let report = train_node_classifier(&mut gcn_head(4), &dense_task(&cpu, 11), &cfg()).unwrap();
     assert!(report.test_acc >= 0.9, "{report:?}");
+}
+
+#[test]
+fn a_refit_trains_on_the_training_and_validation_nodes_and_keeps_the_last_weights() {
+    let cpu = C::new();
+    let task = dense_task(&cpu, 21);
+    let both: Vec<usize> = task
+        .split
+        .train
+        .iter()
+        .chain(&task.split.val)
+        .copied()
+        .collect();
+    // A cosine schedule over 8 epochs, so a refit cut after 5 must keep the
+    // curve of 8 rather than compress it.
+    let base = NodeTrainConfig {
+        epochs: 8,
+        lr_schedule: LrScheduleKind::Cosine { eta_min: 0.0 },
+        ..cfg()
+    };
+    let mut long = model(&cpu);
+    let full = refit_node_classifier(&mut long, &task, &base, 8).unwrap();
+    assert_eq!(full.train_losses.len(), 8);
+    assert_eq!(full.step_ms.len(), 8);
+    // The first epoch's loss is the plain cross-entropy (no dropout, no
+    // smoothing in this model) of the initial weights over the training
+    // and validation nodes together, not over the training nodes alone.
+    let (_, init_both) = evaluate_nodes(&mut model(&cpu), &task, &both).unwrap();
+    let (_, init_train) = evaluate_nodes(&mut model(&cpu), &task, &task.split.train).unwrap();
+    assert!(
+        (full.train_losses[0] - init_both).abs() <= 1e-12,
+        "{} vs {init_both}",
+        full.train_losses[0]
+    );
+    assert!(
+        (init_both - init_train).abs() > 1e-6,
+        "the two node sets must differ in loss"
+    );
+    // A selection run on a task whose training nodes are the same union
+    // steps through the same epochs: its last loss is the refit's.
+    let union = NodeTask {
+        split: Split {
+            train: both.clone(),
+            ..task.split.clone()
+        },
+        ..dense_task(&cpu, 21)
+    };
+    let sel = train_node_classifier(
+        &mut model(&cpu),
+        &union,
+        &NodeTrainConfig {
+            patience: None,
+            ..base.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(sel.final_loss, full.train_losses[7]);
+
+    // Cut after 5 epochs: the same first five losses to the last bit, and
+    // the model holds the weights epoch 6 of the long refit starts from.
+    let mut cut = model(&cpu);
+    let r = refit_node_classifier(&mut cut, &task, &base, 5).unwrap();
+    assert_eq!(r.train_losses, full.train_losses[..5]);
+    let (acc_both, loss_both) = evaluate_nodes(&mut cut, &task, &both).unwrap();
+    assert!(
+        (loss_both - full.train_losses[5]).abs() <= 1e-12,
+        "{loss_both} vs {}",
+        full.train_losses[5]
+    );
+    assert_eq!(acc_both, r.train_acc);
+    assert_eq!(
+        evaluate_nodes(&mut cut, &task, &task.split.test).unwrap().0,
+        r.test_acc
+    );
+    assert!(r.test_acc >= 0.85, "refit test accuracy {}", r.test_acc);
+
+    // With a weight average the model is left holding the average, which
+    // differs from the last weights.
+    let mut averaged = model(&cpu);
+    let avg = NodeTrainConfig {
+        ema_decay: Some(0.5),
+        ..base.clone()
+    };
+    let ra = refit_node_classifier(&mut averaged, &task, &avg, 5).unwrap();
+    assert_eq!(ra.train_losses, r.train_losses);
+    assert_ne!(values(&averaged), values(&cut));
+    assert_eq!(
+        evaluate_nodes(&mut averaged, &task, &task.split.test)
+            .unwrap()
+            .0,
+        ra.test_acc
+    );
+
+    for bad in [0, 9] {
+        let err = refit_node_classifier(&mut model(&cpu), &task, &base, bad).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidConfig(_)) && err.to_string().contains("1..=8"),
+            "{bad}: {err}"
+        );
+    }
+    let mut untouched = model(&cpu);
+    let empty = NodeTask {
+        split: Split {
+            val: Vec::new(),
+            ..task.split.clone()
+        },
+        ..dense_task(&cpu, 21)
+    };
+    let err = refit_node_classifier(&mut untouched, &empty, &base, 2).unwrap_err();
+    assert!(matches!(err, Error::Empty(_)), "{err}");
+    assert_eq!(values(&untouched), values(&model(&cpu)));
 }

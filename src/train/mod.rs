@@ -8,7 +8,10 @@ pub use graph::{
     EpochRecord, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, GraphTrainReport,
     RefitReport, evaluate_graphs, refit_graph_classifier, train_graph_classifier,
 };
-pub use node::{NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes, train_node_classifier};
+pub use node::{
+    NodeRefitReport, NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes,
+    refit_node_classifier, train_node_classifier,
+};
 
 /// Index of the largest entry of each row (ties: the first). A NaN counts
 /// as larger than every number, as in `torch.argmax`, so a row holding one

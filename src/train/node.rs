@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::selection::{Selected, Selection};
-use crate::autograd::{Index, Tape};
+use crate::autograd::{Index, Param, Tape};
 use crate::backend::{Axis, Backend};
 use crate::conv::DeviceGraph;
 use crate::data::Split;
@@ -13,7 +13,7 @@ use crate::float::Float;
 use crate::models::NodeClassifier;
 use crate::nn::{Features, Module};
 use crate::optim::{
-    Adam, AdamConfig, ExponentialMovingAverage, LrScheduleKind, Optimizer, grad_norm,
+    Adam, AdamConfig, ExponentialMovingAverage, LrSchedule, LrScheduleKind, Optimizer, grad_norm,
 };
 
 /// A node-classification problem on one graph.
@@ -147,6 +147,158 @@ pub fn evaluate_nodes<B: Backend>(
     Ok((correct as f64 / nodes.len() as f64, loss))
 }
 
+/// Checks `task` before anything is trained: non-empty splits, a label
+/// for every validation and test node (a test node without one would
+/// otherwise fail only after the last epoch), finite dense features.
+fn check_task<B: Backend>(task: &NodeTask<B>) -> Result<()> {
+    let split = &task.split;
+    if split.train.is_empty() || split.val.is_empty() || split.test.is_empty() {
+        return Err(Error::Empty(
+            "training, validation and test sets must be non-empty".into(),
+        ));
+    }
+    labels_of(&task.labels, &split.val, "validation")?;
+    labels_of(&task.labels, &split.test, "test")?;
+    if let Features::Dense(x) = &task.features {
+        let host = task.graph.backend().download(x.value());
+        if let Some((i, v)) = host
+            .iter()
+            .enumerate()
+            .find(|(_, v)| !v.to_f64_exact().is_finite())
+        {
+            let (r, c) = (i / host.ncols().max(1), i % host.ncols().max(1));
+            return Err(Error::NonFinite {
+                what: format!("node features, row {r} column {c}"),
+                value: v.to_f64_exact(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A training run's state from epoch to epoch: the two Adam groups, the
+/// schedule and the weight average. [`train_node_classifier`] and
+/// [`refit_node_classifier`] step the same runner, so a refit repeats a
+/// selection run's epochs (dropout masks, learning rates) on more nodes.
+struct NodeRunner<'a, B: Backend> {
+    task: &'a NodeTask<B>,
+    cfg: &'a NodeTrainConfig,
+    train_idx: Index<B>,
+    train_y: Index<B>,
+    opt_first: Adam<B>,
+    opt_rest: Adam<B>,
+    first: Vec<Param<B>>,
+    rest: Vec<Param<B>>,
+    /// All parameters, in the model's order (selection and the average).
+    params: Vec<Param<B>>,
+    schedule: Box<dyn LrSchedule>,
+    ema: Option<ExponentialMovingAverage<B>>,
+}
+
+impl<'a, B: Backend> NodeRunner<'a, B> {
+    /// Builds the optimisers, the schedule and the average of `cfg` for
+    /// training on `train` (nodes of `task`).
+    fn new(
+        model: &NodeClassifier<B>,
+        task: &'a NodeTask<B>,
+        train: &[usize],
+        cfg: &'a NodeTrainConfig,
+    ) -> Result<Self> {
+        if cfg.epochs == 0 {
+            return Err(Error::InvalidConfig("epochs must be at least 1".into()));
+        }
+        crate::autograd::check_label_smoothing(cfg.label_smoothing)?;
+        let backend = task.graph.backend();
+        let train_idx = Index::new(backend, train)?;
+        let train_y = Index::new(backend, &labels_of(&task.labels, train, "training")?)?;
+        let base = AdamConfig::default().lr(cfg.lr);
+        let (first, rest) = if cfg.decay_first_layer_only {
+            (model.first_layer_params(), model.other_params())
+        } else {
+            (model.params(), Vec::new())
+        };
+        let params = model.params();
+        let ema = cfg
+            .ema_decay
+            .map(|d| ExponentialMovingAverage::new(&params, d).map(|e| e.with_warmup(true)))
+            .transpose()?;
+        Ok(NodeRunner {
+            task,
+            cfg,
+            train_idx,
+            train_y,
+            opt_first: base.weight_decay(cfg.weight_decay).build()?,
+            opt_rest: base.weight_decay(0.0).build()?,
+            first,
+            rest,
+            params,
+            schedule: cfg.lr_schedule.schedule_with_warmup(
+                cfg.lr,
+                cfg.epochs,
+                cfg.lr_warmup_epochs,
+            )?,
+            ema,
+        })
+    }
+
+    /// One full-batch step at the schedule's rate for `epoch`, then the
+    /// average's update. Returns the (smoothed) training loss and the
+    /// step's milliseconds (forward, backward, optimiser).
+    fn step(&mut self, model: &mut NodeClassifier<B>, epoch: usize) -> Result<(f64, f64)> {
+        let (task, cfg) = (self.task, self.cfg);
+        let backend = task.graph.backend();
+        let t0 = Instant::now();
+        let lr = self.schedule.lr_at(epoch);
+        self.opt_first.set_learning_rate(lr);
+        self.opt_rest.set_learning_rate(lr);
+        let tape = Tape::with_seed(
+            backend,
+            cfg.seed.wrapping_mul(1_000_003).wrapping_add(epoch as u64),
+        );
+        let logits = model.forward(&tape, &task.graph, &task.features.on_tape(&tape))?;
+        let loss = logits
+            .log_softmax(Axis::Cols)
+            .gather_rows(&self.train_idx)?
+            .nll_smoothed(&self.train_y, cfg.label_smoothing)?;
+        // The backward pass is recorded before the loss is read, so that on
+        // a GPU backend the device runs the forward pass while the host
+        // records the backward one (reading the loss waits for the device).
+        // Both checks come before any update, so a diverged step leaves the
+        // parameters (and the best snapshot) as they were.
+        let grads = loss.backward()?;
+        let value = loss.scalar()?;
+        if !value.is_finite() {
+            return Err(Error::Numerical(format!(
+                "training loss became {value} at epoch {epoch}"
+            )));
+        }
+        let norm = grad_norm(backend, &grads);
+        if !norm.is_finite() {
+            return Err(Error::Numerical(format!(
+                "gradient norm became {norm} at epoch {epoch}"
+            )));
+        }
+        self.opt_first.step(&self.first, &grads)?;
+        if !self.rest.is_empty() {
+            self.opt_rest.step(&self.rest, &grads)?;
+        }
+        backend.synchronize();
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        // The tape lives through the optimiser step, which therefore copies
+        // each parameter once (copy-on-write, see `Param`). Ending it before
+        // the step avoids those small copies but, measured on Cora with
+        // HDGCN-static, made glibc hand freed memory back and fault it in
+        // again every epoch (1.2 M page faults against 0.25 M in 150
+        // epochs, step time 17-21 ms -> 36 ms). The mini-batch loop, whose
+        // embedding table is large, ends its tape first.
+        drop(tape);
+        if let Some(ema) = &mut self.ema {
+            ema.update(&self.params)?;
+        }
+        Ok((value, ms))
+    }
+}
+
 /// Trains `model` with Adam on the training nodes, selects the epoch with
 /// the best validation accuracy (the test nodes are never looked at for
 /// selection), restores those parameters and reports test accuracy there.
@@ -166,114 +318,24 @@ pub fn train_node_classifier<B: Backend>(
     task: &NodeTask<B>,
     cfg: &NodeTrainConfig,
 ) -> Result<NodeTrainReport> {
-    if cfg.epochs == 0 {
-        return Err(Error::InvalidConfig("epochs must be at least 1".into()));
-    }
-    crate::autograd::check_label_smoothing(cfg.label_smoothing)?;
+    check_task(task)?;
     let backend = task.graph.backend().clone();
-    let train = &task.split.train;
-    if train.is_empty() || task.split.val.is_empty() || task.split.test.is_empty() {
-        return Err(Error::Empty(
-            "training, validation and test sets must be non-empty".into(),
-        ));
-    }
-    // Every split must be usable before anything is trained: a test node
-    // without a label would otherwise fail only after the last epoch.
-    labels_of(&task.labels, &task.split.val, "validation")?;
-    labels_of(&task.labels, &task.split.test, "test")?;
-    if let Features::Dense(x) = &task.features {
-        let host = backend.download(x.value());
-        if let Some((i, v)) = host
-            .iter()
-            .enumerate()
-            .find(|(_, v)| !v.to_f64_exact().is_finite())
-        {
-            let (r, c) = (i / host.ncols().max(1), i % host.ncols().max(1));
-            return Err(Error::NonFinite {
-                what: format!("node features, row {r} column {c}"),
-                value: v.to_f64_exact(),
-            });
-        }
-    }
-    let train_idx = Index::new(&backend, train)?;
-    let train_y = Index::new(&backend, &labels_of(&task.labels, train, "training")?)?;
-    let base = AdamConfig::default().lr(cfg.lr);
-    let (first, rest) = if cfg.decay_first_layer_only {
-        (model.first_layer_params(), model.other_params())
-    } else {
-        (model.params(), Vec::new())
-    };
-    let mut opt_first: Adam<B> = base.weight_decay(cfg.weight_decay).build()?;
-    let mut opt_rest: Adam<B> = base.weight_decay(0.0).build()?;
-    let schedule =
-        cfg.lr_schedule
-            .schedule_with_warmup(cfg.lr, cfg.epochs, cfg.lr_warmup_epochs)?;
-
+    let mut runner = NodeRunner::new(model, task, &task.split.train, cfg)?;
     let mut selection = Selection::new(cfg.patience);
     let mut step_ms = Vec::with_capacity(cfg.epochs);
     let mut final_loss = f64::NAN;
     let mut epochs_run = 0;
     model.set_training(true);
-    let params = model.params();
-    let mut ema = cfg
-        .ema_decay
-        .map(|d| ExponentialMovingAverage::new(&params, d).map(|e| e.with_warmup(true)))
-        .transpose()?;
     let pb = super::progress_bar(cfg.epochs as u64, cfg.quiet);
     for epoch in 0..cfg.epochs {
-        let t0 = Instant::now();
-        let lr = schedule.lr_at(epoch);
-        opt_first.set_learning_rate(lr);
-        opt_rest.set_learning_rate(lr);
-        let tape = Tape::with_seed(
-            &backend,
-            cfg.seed.wrapping_mul(1_000_003).wrapping_add(epoch as u64),
-        );
-        let logits = model.forward(&tape, &task.graph, &task.features.on_tape(&tape))?;
-        let loss = logits
-            .log_softmax(Axis::Cols)
-            .gather_rows(&train_idx)?
-            .nll_smoothed(&train_y, cfg.label_smoothing)?;
-        // The backward pass is recorded before the loss is read, so that on
-        // a GPU backend the device runs the forward pass while the host
-        // records the backward one (reading the loss waits for the device).
-        // Both checks come before any update, so a diverged step leaves the
-        // parameters (and the best snapshot) as they were.
-        let grads = loss.backward()?;
-        final_loss = loss.scalar()?;
-        if !final_loss.is_finite() {
-            return Err(Error::Numerical(format!(
-                "training loss became {final_loss} at epoch {epoch}"
-            )));
-        }
-        let norm = grad_norm(&backend, &grads);
-        if !norm.is_finite() {
-            return Err(Error::Numerical(format!(
-                "gradient norm became {norm} at epoch {epoch}"
-            )));
-        }
-        opt_first.step(&first, &grads)?;
-        if !rest.is_empty() {
-            opt_rest.step(&rest, &grads)?;
-        }
-        backend.synchronize();
-        step_ms.push(t0.elapsed().as_secs_f64() * 1e3);
-        // The tape lives through the optimiser step, which therefore copies
-        // each parameter once (copy-on-write, see `Param`). Ending it before
-        // the step avoids those small copies but, measured on Cora with
-        // HDGCN-static, made glibc hand freed memory back and fault it in
-        // again every epoch (1.2 M page faults against 0.25 M in 150
-        // epochs, step time 17-21 ms -> 36 ms). The mini-batch loop, whose
-        // embedding table is large, ends its tape first.
-        drop(tape);
+        let (loss, ms) = runner.step(model, epoch)?;
+        final_loss = loss;
+        step_ms.push(ms);
         epochs_run = epoch + 1;
-
-        if let Some(ema) = &mut ema {
-            ema.update(&params)?;
-        }
-        let (val_acc, _) = selection.validate(epoch, &params, ema.as_mut(), || {
-            evaluate_nodes(model, task, &task.split.val)
-        })?;
+        let (val_acc, _) =
+            selection.validate(epoch, &runner.params, runner.ema.as_mut(), || {
+                evaluate_nodes(model, task, &task.split.val)
+            })?;
         pb.set_message(format!("loss {final_loss:.4} val {val_acc:.4}"));
         pb.inc(1);
         if selection.should_stop() {
@@ -285,9 +347,9 @@ pub fn train_node_classifier<B: Backend>(
         epoch: best_epoch,
         val_acc,
         ..
-    } = selection.restore(&backend, &params)?;
+    } = selection.restore(&backend, &runner.params)?;
     let (test_acc, _) = evaluate_nodes(model, task, &task.split.test)?;
-    let (train_acc, _) = evaluate_nodes(model, task, train)?;
+    let (train_acc, _) = evaluate_nodes(model, task, &task.split.train)?;
     Ok(NodeTrainReport {
         best_epoch,
         val_acc,
@@ -296,5 +358,116 @@ pub fn train_node_classifier<B: Backend>(
         epochs_run,
         step_ms,
         final_loss,
+    })
+}
+
+/// Outcome of [`refit_node_classifier`].
+#[derive(Debug, Clone)]
+pub struct NodeRefitReport {
+    /// Test accuracy of the weights after the last epoch (their average,
+    /// with [`NodeTrainConfig::ema_decay`]).
+    pub test_acc: f64,
+    /// Accuracy of the same weights on the nodes it trained on (the
+    /// training and validation nodes).
+    pub train_acc: f64,
+    /// Milliseconds of every training step.
+    pub step_ms: Vec<f64>,
+    /// Training loss of every epoch.
+    pub train_losses: Vec<f64>,
+}
+
+/// Trains `model` on the training **and** validation nodes of `task` for
+/// exactly `epochs` epochs and reports the test accuracy of the last
+/// weights: the refit step of a selection protocol, as scikit-learn's
+/// `GridSearchCV(refit=True)` and [`refit_graph_classifier`] for graphs.
+///
+/// Pick the epoch with [`train_node_classifier`], then train a freshly
+/// initialised model with the same `cfg` for `best_epoch + 1` epochs.
+/// The epochs are exactly those [`train_node_classifier`] runs with `cfg`
+/// (the dropout stream of each epoch and the learning-rate schedule over
+/// `cfg.epochs`, so a cosine schedule is cut where the selected epoch
+/// was), only on more labelled nodes, without validation or early
+/// stopping (`cfg.patience` is not read). With `cfg.ema_decay` the model
+/// is left holding the averaged weights. The test nodes are only
+/// evaluated, once, at the end.
+///
+/// [`refit_graph_classifier`]: super::refit_graph_classifier
+///
+/// ```
+/// use hdgcn::backend::Cpu;
+/// use hdgcn::conv::DeviceGraph;
+/// use hdgcn::data::Split;
+/// use hdgcn::graph::Graph;
+/// use hdgcn::models::NodeClassifier;
+/// use hdgcn::autograd::Tape;
+/// use hdgcn::nn::Features;
+/// use hdgcn::train::{NodeTask, NodeTrainConfig, refit_node_classifier, train_node_classifier};
+/// use rand::SeedableRng;
+///
+/// // A ring of 12 nodes; the class is the node's index mod 2, its feature
+/// // a one-hot of the class.
+/// let cpu = Cpu::<f64>::new();
+/// let edges: Vec<(usize, usize)> = (0..12).flat_map(|i| [(i, (i + 1) % 12), ((i + 1) % 12, i)]).collect();
+/// let x = ndarray::Array2::from_shape_fn((12, 2), |(i, j)| f64::from(u8::from(i % 2 == j)));
+/// let task = NodeTask {
+///     graph: DeviceGraph::new(&cpu, Graph::from_edges(12, &edges)?),
+///     features: Features::Dense(Tape::new(&cpu).constant_array(&x)),
+///     labels: (0..12).map(|i| Some(i % 2)).collect(),
+///     num_classes: 2,
+///     split: Split { train: (0..6).collect(), val: (6..9).collect(), test: (9..12).collect() },
+/// };
+/// let cfg = NodeTrainConfig { epochs: 20, ..Default::default() };
+/// let build = || NodeClassifier::gcn(&cpu, 2, 8, 2, 0.5, &mut rand::rngs::StdRng::seed_from_u64(0));
+/// let selected = train_node_classifier(&mut build()?, &task, &cfg)?;
+/// let refit = refit_node_classifier(&mut build()?, &task, &cfg, selected.best_epoch + 1)?;
+/// assert_eq!(refit.train_losses.len(), selected.best_epoch + 1);
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`train_node_classifier`], and [`Error::InvalidConfig`] for
+/// `epochs` of 0 or above `cfg.epochs`.
+pub fn refit_node_classifier<B: Backend>(
+    model: &mut NodeClassifier<B>,
+    task: &NodeTask<B>,
+    cfg: &NodeTrainConfig,
+    epochs: usize,
+) -> Result<NodeRefitReport> {
+    check_task(task)?;
+    if epochs == 0 || epochs > cfg.epochs {
+        return Err(Error::InvalidConfig(format!(
+            "refit epochs must be in 1..={} (the run's epochs), got {epochs}",
+            cfg.epochs
+        )));
+    }
+    let both: Vec<usize> = task
+        .split
+        .train
+        .iter()
+        .chain(&task.split.val)
+        .copied()
+        .collect();
+    let mut runner = NodeRunner::new(model, task, &both, cfg)?;
+    let (mut step_ms, mut train_losses) = (Vec::with_capacity(epochs), Vec::with_capacity(epochs));
+    model.set_training(true);
+    let pb = super::progress_bar(epochs as u64, cfg.quiet);
+    for epoch in 0..epochs {
+        let (loss, ms) = runner.step(model, epoch)?;
+        step_ms.push(ms);
+        train_losses.push(loss);
+        pb.set_message(format!("loss {loss:.4}"));
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    if let Some(ema) = &runner.ema {
+        ema.copy_to(&runner.params)?;
+    }
+    let (test_acc, _) = evaluate_nodes(model, task, &task.split.test)?;
+    let (train_acc, _) = evaluate_nodes(model, task, &both)?;
+    Ok(NodeRefitReport {
+        test_acc,
+        train_acc,
+        step_ms,
+        train_losses,
     })
 }
