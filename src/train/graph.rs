@@ -992,12 +992,7 @@ pub fn refit_graph_classifier<B: Backend>(
     epochs: usize,
 ) -> Result<RefitReport> {
     check_config(cfg)?;
-    if epochs == 0 || epochs > cfg.epochs {
-        return Err(Error::InvalidConfig(format!(
-            "refit epochs must be in 1..={} (the run's epochs), got {epochs}",
-            cfg.epochs
-        )));
-    }
+    super::check_refit_epochs(epochs, cfg.epochs)?;
     check_samples(model, train, "training")?;
     check_samples(model, test, "test")?;
     let backend = model.backend().clone();

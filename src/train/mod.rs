@@ -13,6 +13,17 @@ pub use node::{
     refit_node_classifier, train_node_classifier,
 };
 
+/// Checks that a refit trains `epochs` in `1..=budget`, the selection
+/// run's epochs (its schedule is laid out over `budget`).
+fn check_refit_epochs(epochs: usize, budget: usize) -> crate::Result<()> {
+    if epochs == 0 || epochs > budget {
+        return Err(crate::Error::InvalidConfig(format!(
+            "refit epochs must be in 1..={budget} (the run's epochs), got {epochs}"
+        )));
+    }
+    Ok(())
+}
+
 /// Index of the largest entry of each row (ties: the first). A NaN counts
 /// as larger than every number, as in `torch.argmax`, so a row holding one
 /// predicts its first NaN rather than a class chosen by where the NaN

@@ -434,12 +434,7 @@ pub fn refit_node_classifier<B: Backend>(
     epochs: usize,
 ) -> Result<NodeRefitReport> {
     check_task(task)?;
-    if epochs == 0 || epochs > cfg.epochs {
-        return Err(Error::InvalidConfig(format!(
-            "refit epochs must be in 1..={} (the run's epochs), got {epochs}",
-            cfg.epochs
-        )));
-    }
+    super::check_refit_epochs(epochs, cfg.epochs)?;
     let both: Vec<usize> = task
         .split
         .train
