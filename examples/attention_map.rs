@@ -193,6 +193,7 @@ fn run(args: &Args) -> Result<()> {
             label_smoothing: 0.0,
             node_dropout: 0.0,
             ema_decay: None,
+            rdrop_alpha: 0.0,
             input_lr_scale: 1.0,
             seed: args.seed,
             quiet: false,

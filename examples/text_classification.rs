@@ -133,6 +133,12 @@ struct Args {
     /// (`optim::ExponentialMovingAverage`, with warm-up; default: none).
     #[arg(long)]
     ema: Option<f64>,
+    /// R-Drop: run each training batch twice with independent dropout
+    /// masks and add this weight times the symmetric KL divergence of the
+    /// two predictions to the loss (`GraphTrainConfig::rdrop_alpha`;
+    /// default 0: off; a step costs about twice as much).
+    #[arg(long, default_value_t = 0.0)]
+    rdrop: f64,
     /// After each run's selection, train a fresh model (same seed and
     /// initialisation) on the training and validation documents together
     /// for the selected number of epochs and report its test accuracy
@@ -436,6 +442,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             label_smoothing: args.label_smoothing,
             ema_decay: args.ema,
             node_dropout: args.node_dropout,
+            rdrop_alpha: args.rdrop,
             input_lr_scale: args.embed_lr_scale,
             seed,
             quiet: args.quiet,
@@ -528,6 +535,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "embed_lr_scale": args.embed_lr_scale,
             "label_smoothing": args.label_smoothing,
             "ema": args.ema,
+            "rdrop": args.rdrop,
             "node_dropout": args.node_dropout,
             "position_encoding": args.position_encoding,
             "refit": args.refit,
@@ -591,7 +599,7 @@ mod tests {
     ];
 
     /// The other fields README.md lists for `text_classification --json`.
-    const README_FIELDS: [&str; 31] = [
+    const README_FIELDS: [&str; 32] = [
         "malloc",
         "device",
         "adapter",
@@ -615,6 +623,7 @@ mod tests {
         "embed_lr_scale",
         "label_smoothing",
         "ema",
+        "rdrop",
         "node_dropout",
         "position_encoding",
         "refit",

@@ -382,6 +382,19 @@ fn gradcheck_losses() {
             .unwrap(),
         );
     }
+    let other = rand_mat(&mut rng, 6, 4);
+    assert_ok(
+        "symmetric_kl",
+        check_inputs(
+            &[logits.clone(), other],
+            |_, v| {
+                v[0].log_softmax(Axis::Cols)
+                    .symmetric_kl(&v[1].log_softmax(Axis::Cols))
+            },
+            H,
+        )
+        .unwrap(),
+    );
     let y = Array2::from_shape_fn((6, 4), |_| if rng.random_bool(0.5) { 1.0 } else { 0.0 });
     assert_ok(
         "bce",
@@ -461,6 +474,51 @@ fn label_smoothing_is_the_cross_entropy_against_the_smoothed_targets() {
             "{eps}: {err:?}"
         );
     }
+}
+
+#[test]
+fn symmetric_kl_is_the_mean_of_both_divergences() {
+    let mut rng = StdRng::seed_from_u64(22);
+    let cpu = Cpu::<f64>::new();
+    let tape = hdgcn::autograd::Tape::new(&cpu);
+    let (rows, classes) = (4, 5);
+    let (a, b) = (
+        rand_mat(&mut rng, rows, classes),
+        rand_mat(&mut rng, rows, classes),
+    );
+    // Independent: softmax by hand, then KL(p‖q) = Σ p ln(p/q) both ways.
+    let softmax = |z: &Array2<f64>, r: usize| -> Vec<f64> {
+        let e: Vec<f64> = z.row(r).iter().map(|v| v.exp()).collect();
+        let s: f64 = e.iter().sum();
+        e.iter().map(|v| v / s).collect()
+    };
+    let mut want = 0.0;
+    for r in 0..rows {
+        let (p, q) = (softmax(&a, r), softmax(&b, r));
+        for c in 0..classes {
+            want += 0.5 * (p[c] * (p[c] / q[c]).ln() + q[c] * (q[c] / p[c]).ln());
+        }
+    }
+    want /= rows as f64;
+    let lp = tape.constant_array(&a).log_softmax(Axis::Cols);
+    let lq = tape.constant_array(&b).log_softmax(Axis::Cols);
+    let got = lp.symmetric_kl(&lq).unwrap().scalar().unwrap();
+    assert!((got - want).abs() < 1e-14, "{got} vs {want}");
+    assert!(got > 0.0);
+    assert_eq!(lq.symmetric_kl(&lp).unwrap().scalar().unwrap(), got);
+    assert_eq!(lp.symmetric_kl(&lp).unwrap().scalar().unwrap(), 0.0);
+    let short = tape
+        .constant_array(&rand_mat(&mut rng, rows - 1, classes))
+        .log_softmax(Axis::Cols);
+    assert!(matches!(
+        lp.symmetric_kl(&short),
+        Err(hdgcn::Error::ShapeMismatch { .. })
+    ));
+    let empty = tape.constant_array(&Array2::zeros((0, classes)));
+    assert!(matches!(
+        empty.symmetric_kl(&empty),
+        Err(hdgcn::Error::Empty(_))
+    ));
 }
 
 #[test]

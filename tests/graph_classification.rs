@@ -94,6 +94,7 @@ fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
         label_smoothing: 0.0,
         node_dropout: 0.0,
         ema_decay: None,
+        rdrop_alpha: 0.0,
         input_lr_scale: 1.0,
         seed: 1,
         quiet: true,
@@ -716,6 +717,50 @@ fn node_dropout_in_training_repeats_and_changes_the_run() {
         match run(bad) {
             Err(Error::InvalidConfig(m)) => assert!(m.contains("node dropout"), "{m}"),
             other => panic!("node_dropout {bad}: expected InvalidConfig, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn rdrop_without_dropout_is_the_plain_loss_and_with_dropout_changes_the_run() {
+    let mut rng = StdRng::seed_from_u64(12);
+    let (train, val, test) = &document_sets(&mut rng);
+    let cpu = Cpu::<f64>::new();
+    let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
+    let run = |dropout: f64, rdrop_alpha: f64| {
+        let epochs = if dropout > 0.0 { 15 } else { 8 };
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut model = GraphClassifier::gcn(&cpu, spec, 16, 1, 2, dropout, &mut rng).unwrap();
+        let c = GraphTrainConfig {
+            rdrop_alpha,
+            patience: None,
+            ..cfg(epochs, GraphOptimizer::AdaBelief)
+        };
+        let report = train_graph_classifier(&mut model, train, val, test, &c)?;
+        let losses: Vec<f64> = report.history.iter().map(|h| h.train_loss).collect();
+        Ok::<_, Error>((losses, params(&model), report.val_acc))
+    };
+    // Without dropout the two passes agree: the KL term and its gradient
+    // vanish and the mean of two equal losses is the loss.
+    let (plain_loss, plain_params, _) = run(0.0, 0.0).unwrap();
+    let (rd_loss, rd_params, _) = run(0.0, 3.0).unwrap();
+    for (a, b) in plain_loss.iter().zip(&rd_loss) {
+        assert!((a - b).abs() <= 1e-12 * a.abs().max(1.0), "{a} vs {b}");
+    }
+    for (a, b) in plain_params.iter().zip(&rd_params) {
+        let diff = (a - b).mapv(f64::abs).fold(0.0f64, |m, &v| m.max(v));
+        assert!(diff < 1e-10, "parameters differ by {diff}");
+    }
+    // With dropout the passes differ: the run changes, repeats, and learns.
+    let (off, _, _) = run(0.3, 0.0).unwrap();
+    let (on, _, val_acc) = run(0.3, 1.0).unwrap();
+    assert_eq!(on, run(0.3, 1.0).unwrap().0, "same seed, same run");
+    assert_ne!(on, off, "R-Drop changes the loss");
+    assert!(val_acc >= 0.85, "{val_acc}");
+    for bad in [-0.1, f64::NAN, f64::INFINITY] {
+        match run(0.3, bad) {
+            Err(Error::InvalidConfig(m)) => assert!(m.contains("rdrop_alpha"), "{m}"),
+            other => panic!("rdrop_alpha {bad}: expected InvalidConfig, got {other:?}"),
         }
     }
 }

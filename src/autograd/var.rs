@@ -705,6 +705,49 @@ impl<B: Backend> Var<B> {
             .add(&self.mean_all().scale(-epsilon))
     }
 
+    /// Symmetric Kullback–Leibler divergence between two rows of
+    /// log-probabilities, averaged over the rows: with `p = exp(self)` and
+    /// `q = exp(other)`,
+    /// `mean_r ½ [KL(p_r ‖ q_r) + KL(q_r ‖ p_r)] = mean_r ½ Σ_c (p_rc − q_rc)(log p_rc − log q_rc)`.
+    ///
+    /// This is R-Drop's consistency term (Liang et al., NeurIPS 2021): the
+    /// same batch run twice with different dropout masks, the two
+    /// predictions pulled together. Gradients flow into both arguments.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`] when the shapes differ; [`Error::Empty`]
+    /// for zero rows.
+    ///
+    /// ```
+    /// use hdgcn::autograd::Tape;
+    /// use hdgcn::backend::Cpu;
+    /// let cpu = Cpu::<f64>::new();
+    /// let tape = Tape::new(&cpu);
+    /// let p = tape.constant_array(&ndarray::arr2(&[[0.5f64.ln(), 0.5f64.ln()]]));
+    /// let q = tape.constant_array(&ndarray::arr2(&[[0.25f64.ln(), 0.75f64.ln()]]));
+    /// // ½ [(0.5 − 0.25) ln 2 + (0.5 − 0.75) ln(2/3)]
+    /// let want = 0.5 * (0.25 * 2f64.ln() - 0.25 * (2.0f64 / 3.0).ln());
+    /// assert!((p.symmetric_kl(&q)?.scalar()? - want).abs() < 1e-15);
+    /// assert_eq!(p.symmetric_kl(&p)?.scalar()?, 0.0);
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    pub fn symmetric_kl(&self, other: &Var<B>) -> Result<Var<B>> {
+        if self.shape() != other.shape() {
+            return Err(Error::shape(
+                "symmetric_kl",
+                format!("{:?}", self.shape()),
+                format!("{:?}", other.shape()),
+            ));
+        }
+        let rows = self.shape().0;
+        if rows == 0 {
+            return Err(Error::Empty("symmetric_kl over zero rows".into()));
+        }
+        let dp = self.exp().sub(&other.exp())?;
+        let dlogp = self.sub(other)?;
+        Ok(dp.mul(&dlogp)?.sum_all().scale(0.5 / rows as f64))
+    }
+
     /// Cross-entropy of logits `self` over the rows in `mask`, against
     /// `targets` (one class per masked row): `log_softmax`, gather, NLL.
     pub fn cross_entropy_masked(
