@@ -194,6 +194,7 @@ fn run(args: &Args) -> Result<()> {
             node_dropout: 0.0,
             ema_decay: None,
             rdrop_alpha: 0.0,
+            adversarial_epsilon: None,
             input_lr_scale: 1.0,
             seed: args.seed,
             quiet: false,

@@ -139,6 +139,12 @@ struct Args {
     /// default 0: off; a step costs about twice as much).
     #[arg(long, default_value_t = 0.0)]
     rdrop: f64,
+    /// Adversarial training of the embedding table: each step also trains
+    /// on the batch with the table moved by this L2 norm along its
+    /// gradient (the fast gradient method; `GraphTrainConfig::adversarial_epsilon`;
+    /// default: off; a step costs about twice as much).
+    #[arg(long)]
+    adversarial: Option<f64>,
     /// After each run's selection, train a fresh model (same seed and
     /// initialisation) on the training and validation documents together
     /// for the selected number of epochs and report its test accuracy
@@ -443,6 +449,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             ema_decay: args.ema,
             node_dropout: args.node_dropout,
             rdrop_alpha: args.rdrop,
+            adversarial_epsilon: args.adversarial,
             input_lr_scale: args.embed_lr_scale,
             seed,
             quiet: args.quiet,
@@ -536,6 +543,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "label_smoothing": args.label_smoothing,
             "ema": args.ema,
             "rdrop": args.rdrop,
+            "adversarial": args.adversarial,
             "node_dropout": args.node_dropout,
             "position_encoding": args.position_encoding,
             "refit": args.refit,
@@ -599,7 +607,7 @@ mod tests {
     ];
 
     /// The other fields README.md lists for `text_classification --json`.
-    const README_FIELDS: [&str; 32] = [
+    const README_FIELDS: [&str; 33] = [
         "malloc",
         "device",
         "adapter",
@@ -624,6 +632,7 @@ mod tests {
         "label_smoothing",
         "ema",
         "rdrop",
+        "adversarial",
         "node_dropout",
         "position_encoding",
         "refit",

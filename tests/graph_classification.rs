@@ -95,6 +95,7 @@ fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
         node_dropout: 0.0,
         ema_decay: None,
         rdrop_alpha: 0.0,
+        adversarial_epsilon: None,
         input_lr_scale: 1.0,
         seed: 1,
         quiet: true,
@@ -763,6 +764,33 @@ fn rdrop_without_dropout_is_the_plain_loss_and_with_dropout_changes_the_run() {
             other => panic!("rdrop_alpha {bad}: expected InvalidConfig, got {other:?}"),
         }
     }
+}
+
+#[test]
+fn adversarial_training_repeats_changes_the_run_and_learns() {
+    let mut rng = StdRng::seed_from_u64(13);
+    let (train, val, test) = &document_sets(&mut rng);
+    let cpu = Cpu::<f64>::new();
+    let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
+    let run = |adversarial_epsilon: Option<f64>| {
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut model = GraphClassifier::gcn(&cpu, spec, 16, 1, 2, 0.3, &mut rng).unwrap();
+        let c = GraphTrainConfig {
+            adversarial_epsilon,
+            patience: None,
+            ..cfg(15, GraphOptimizer::AdaBelief)
+        };
+        let report = train_graph_classifier(&mut model, train, val, test, &c).unwrap();
+        (params(&model), report.val_acc)
+    };
+    let (on, val_acc) = run(Some(0.5));
+    assert_eq!(on, run(Some(0.5)).0, "same seed, same run");
+    assert_ne!(
+        on,
+        run(None).0,
+        "the adversarial gradients change the steps"
+    );
+    assert!(val_acc >= 0.85, "{val_acc}");
 }
 
 #[test]
