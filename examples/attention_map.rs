@@ -52,7 +52,8 @@ use hdgcn::nn::{Activation, Embedding, Features, Linear, Module};
 use hdgcn::optim::LrScheduleKind;
 use hdgcn::readout::GatedReadout;
 use hdgcn::train::{
-    GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, train_graph_classifier,
+    AdversarialNorm, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig,
+    train_graph_classifier,
 };
 use hdgcn::{Error, Result};
 use ndarray::Array2;
@@ -195,6 +196,7 @@ fn run(args: &Args) -> Result<()> {
             ema_decay: None,
             rdrop_alpha: 0.0,
             adversarial_epsilon: None,
+            adversarial_norm: AdversarialNorm::Table,
             input_lr_scale: 1.0,
             seed: args.seed,
             quiet: false,

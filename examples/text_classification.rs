@@ -13,6 +13,10 @@
 //! JSON object (dataset, model, runs, test_acc_mean, test_acc_std,
 //! val_acc_mean, epoch_s_median, peak_rss_mb, ...), accuracies in percent.
 
+// The JSON report (serde_json::json!) has more fields than the default
+// macro recursion limit of 128 expands.
+#![recursion_limit = "256"]
+
 mod common;
 #[cfg(test)]
 #[path = "common/testing.rs"]
@@ -38,7 +42,7 @@ use hdgcn::readout::{
     AttentionPooling, GatedReadout, MaxReadout, MeanMaxReadout, MeanReadout, Readout, SumReadout,
 };
 use hdgcn::train::{
-    GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, evaluate_graphs,
+    AdversarialNorm, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, evaluate_graphs,
     refit_graph_classifier, train_graph_classifier,
 };
 use hdgcn::util::{median, peak_rss_mb};
@@ -145,6 +149,12 @@ struct Args {
     /// default: off; a step costs about twice as much).
     #[arg(long)]
     adversarial: Option<f64>,
+    /// Where `--adversarial` steps: `table`, the embedding table by a step
+    /// normalised over the whole table (default), or `graph`, each
+    /// document's word vectors by a step of that length per document
+    /// (Miyato et al.; `train::AdversarialNorm`).
+    #[arg(long, default_value = "table")]
+    adversarial_norm: AdversarialNorm,
     /// After each run's selection, train a fresh model (same seed and
     /// initialisation) on the training and validation documents together
     /// for the selected number of epochs and report its test accuracy
@@ -450,6 +460,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             node_dropout: args.node_dropout,
             rdrop_alpha: args.rdrop,
             adversarial_epsilon: args.adversarial,
+            adversarial_norm: args.adversarial_norm,
             input_lr_scale: args.embed_lr_scale,
             seed,
             quiet: args.quiet,
@@ -544,6 +555,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "ema": args.ema,
             "rdrop": args.rdrop,
             "adversarial": args.adversarial,
+            "adversarial_norm": args.adversarial.map(|_| args.adversarial_norm.to_string()),
             "node_dropout": args.node_dropout,
             "position_encoding": args.position_encoding,
             "refit": args.refit,
@@ -607,7 +619,7 @@ mod tests {
     ];
 
     /// The other fields README.md lists for `text_classification --json`.
-    const README_FIELDS: [&str; 33] = [
+    const README_FIELDS: [&str; 34] = [
         "malloc",
         "device",
         "adapter",
@@ -633,6 +645,7 @@ mod tests {
         "ema",
         "rdrop",
         "adversarial",
+        "adversarial_norm",
         "node_dropout",
         "position_encoding",
         "refit",
@@ -713,6 +726,7 @@ mod tests {
             &["--runs", "0"],
             &["--optimizer", "lbfgs"],
             &["--node-weights-at", "inputs"],
+            &["--adversarial-norm", "node"],
         ] {
             let argv = std::iter::once("text_classification").chain(bad.iter().copied());
             assert!(Args::try_parse_from(argv).is_err(), "{bad:?}");

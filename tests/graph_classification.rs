@@ -2,9 +2,9 @@
 //! validation-only model selection, batching, error paths.
 
 use hdgcn::Error;
-use hdgcn::autograd::gradcheck::check_params;
+use hdgcn::autograd::gradcheck::{check_inputs, check_params};
 use hdgcn::autograd::{Index, Tape};
-use hdgcn::backend::{Axis, Cpu};
+use hdgcn::backend::{Axis, Backend, Cpu};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{DeviceGraph, GcnConv, GraphConv};
 use hdgcn::graph::{Batch, Graph};
@@ -16,7 +16,7 @@ use hdgcn::nn::{
 use hdgcn::optim::LrScheduleKind;
 use hdgcn::readout::{AttentionPooling, MeanMaxReadout, MeanReadout};
 use hdgcn::train::{
-    GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, evaluate_graphs,
+    AdversarialNorm, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, evaluate_graphs,
     refit_graph_classifier, train_graph_classifier,
 };
 use ndarray::Array2;
@@ -96,6 +96,7 @@ fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
         ema_decay: None,
         rdrop_alpha: 0.0,
         adversarial_epsilon: None,
+        adversarial_norm: AdversarialNorm::Table,
         input_lr_scale: 1.0,
         seed: 1,
         quiet: true,
@@ -767,30 +768,107 @@ fn rdrop_without_dropout_is_the_plain_loss_and_with_dropout_changes_the_run() {
 }
 
 #[test]
+fn an_input_offset_moves_the_node_inputs_and_its_gradient_checks() {
+    let cpu = Cpu::<f64>::new();
+    let mut rng = StdRng::seed_from_u64(31);
+    let spec = InputSpec::Tokens { vocab: 9, dim: 4 };
+    let model = GraphClassifier::gcn(&cpu, spec, 5, 1, 3, 0.3, &mut rng).unwrap();
+    assert_eq!(model.input_channels().unwrap(), 4);
+    let graphs = [undirected(3, &[(0, 1), (1, 2)]), undirected(2, &[(0, 1)])];
+    let batch = DeviceGraph::from_batch(&cpu, &Batch::new(&graphs).unwrap()).unwrap();
+    let ids = [1, 4, 7, 3, 2];
+    let words = GraphInput::Tokens(Index::new(&cpu, &ids).unwrap());
+    let targets = Index::new(&cpu, &[2, 0]).unwrap();
+    let r = Array2::from_shape_fn((5, 4), |_| rng.random_range(-0.5..0.5));
+
+    // Gradients with respect to the offset, dropout on.
+    let rep = check_inputs(
+        std::slice::from_ref(&r),
+        |t, v| {
+            model
+                .forward_perturbed(t, &batch, &words, None, &v[0])?
+                .log_softmax(Axis::Cols)
+                .nll(&targets)
+        },
+        1e-6,
+    )
+    .unwrap();
+    assert!(rep.max_error < 1e-6 && rep.checked == 20, "{rep:?}");
+
+    // Independently: every word occurs once, so the offset is the same as
+    // moving the words' rows of the embedding table (the same dropout
+    // masks: a fresh tape with the same seed for each pass).
+    let t = Tape::with_seed(&cpu, 3);
+    let offset = model
+        .forward_perturbed(&t, &batch, &words, None, &t.constant_array(&r))
+        .unwrap()
+        .to_array();
+    let table = model.named_params().remove(0);
+    assert_eq!(table.0, "input.weight");
+    let mut moved = table.1.to_array();
+    for (row, &id) in ids.iter().enumerate() {
+        let mut dst = moved.row_mut(id);
+        dst += &r.row(row);
+    }
+    table.1.set(cpu.upload(moved.view()));
+    let t = Tape::with_seed(&cpu, 3);
+    let want = model.forward(&t, &batch, &words).unwrap().to_array();
+    assert!(
+        (&offset - &want).iter().all(|v| v.abs() < 1e-12),
+        "{offset} against {want}"
+    );
+
+    // An offset of the wrong shape is refused, naming what it is.
+    let err = model
+        .forward_perturbed(
+            &t,
+            &batch,
+            &words,
+            None,
+            &t.constant_array(&Array2::zeros((4, 4))),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::ShapeMismatch { .. }) && err.to_string().contains("input offset"),
+        "{err}"
+    );
+}
+
+#[test]
 fn adversarial_training_repeats_changes_the_run_and_learns() {
     let mut rng = StdRng::seed_from_u64(13);
     let (train, val, test) = &document_sets(&mut rng);
     let cpu = Cpu::<f64>::new();
     let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
-    let run = |adversarial_epsilon: Option<f64>| {
+    let run = |adversarial_epsilon: Option<f64>, adversarial_norm: AdversarialNorm| {
         let mut rng = StdRng::seed_from_u64(5);
         let mut model = GraphClassifier::gcn(&cpu, spec, 16, 1, 2, 0.3, &mut rng).unwrap();
         let c = GraphTrainConfig {
             adversarial_epsilon,
+            adversarial_norm,
             patience: None,
             ..cfg(15, GraphOptimizer::AdaBelief)
         };
         let report = train_graph_classifier(&mut model, train, val, test, &c).unwrap();
         (params(&model), report.val_acc)
     };
-    let (on, val_acc) = run(Some(0.5));
-    assert_eq!(on, run(Some(0.5)).0, "same seed, same run");
-    assert_ne!(
-        on,
-        run(None).0,
-        "the adversarial gradients change the steps"
+    let plain = run(None, AdversarialNorm::Table).0;
+    assert_eq!(
+        plain,
+        run(None, AdversarialNorm::Graph).0,
+        "the norm is read only with an epsilon"
     );
-    assert!(val_acc >= 0.85, "{val_acc}");
+    let mut runs = vec![plain];
+    for norm in [AdversarialNorm::Table, AdversarialNorm::Graph] {
+        let (on, val_acc) = run(Some(0.5), norm);
+        assert_eq!(on, run(Some(0.5), norm).0, "{norm}: same seed, same run");
+        assert!(
+            runs.iter().all(|other| *other != on),
+            "{norm}: the adversarial gradients change the steps"
+        );
+        assert!(val_acc >= 0.85, "{norm}: {val_acc}");
+        runs.push(on);
+    }
 }
 
 #[test]

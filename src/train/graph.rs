@@ -297,6 +297,68 @@ impl std::fmt::Display for GraphOptimizer {
     }
 }
 
+/// How the adversarial step of [`GraphTrainConfig::adversarial_epsilon`]
+/// is taken and normalised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AdversarialNorm {
+    /// On the parameters of the input layer (`input.*`: the embedding
+    /// table), `r = ε g / ‖g‖` with `‖g‖` the L2 norm of their whole
+    /// gradient: the fast gradient method as PyTorch recipes apply it to
+    /// an embedding weight. The step goes mostly to the rows of the
+    /// words with the largest gradients in the batch.
+    #[default]
+    Table,
+    /// On each graph's node input vectors (what the input layer gives,
+    /// or the features without one), `r_G = ε g_G / ‖g_G‖` with `g_G`
+    /// the gradient of the loss with respect to graph `G`'s node inputs
+    /// and `‖g_G‖` its L2 norm: one step of length `ε` per graph, as
+    /// Miyato et al. (ICLR 2017) normalise per example. Works with any
+    /// input layer; the parameters are not moved. Costs one read-back of
+    /// that gradient per step on a GPU backend.
+    Graph,
+}
+
+impl AdversarialNorm {
+    /// The name [`AdversarialNorm::from_str`](std::str::FromStr) reads
+    /// back: `"table"` or `"graph"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdversarialNorm::Table => "table",
+            AdversarialNorm::Graph => "graph",
+        }
+    }
+}
+
+impl std::str::FromStr for AdversarialNorm {
+    type Err = Error;
+
+    /// Parses `"table"` or `"graph"` (any case).
+    ///
+    /// ```
+    /// use hdgcn::train::AdversarialNorm;
+    ///
+    /// assert_eq!("Graph".parse::<AdversarialNorm>()?, AdversarialNorm::Graph);
+    /// assert_eq!(AdversarialNorm::Table.as_str().parse::<AdversarialNorm>()?, AdversarialNorm::Table);
+    /// assert!("node".parse::<AdversarialNorm>().unwrap_err().to_string().contains("'node'"));
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "table" => Ok(AdversarialNorm::Table),
+            "graph" => Ok(AdversarialNorm::Graph),
+            _ => Err(Error::InvalidConfig(format!(
+                "unknown adversarial norm '{s}' (table | graph)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for AdversarialNorm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Hyper-parameters of [`train_graph_classifier`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct GraphTrainConfig {
@@ -359,15 +421,23 @@ pub struct GraphTrainConfig {
     pub rdrop_alpha: f64,
     /// Adversarial training of the input layer (the fast gradient method of
     /// Goodfellow et al., 2015, on word embeddings as in Miyato et al.,
-    /// ICLR 2017): after each step's backward pass, the parameters named
-    /// `input.*` (the embedding table) are moved by `r = ε g / ‖g‖`, `g`
-    /// their gradient and `‖g‖` its L2 norm over the whole input layer;
-    /// the batch runs again there with the same dropout masks, the
-    /// gradients of that loss are added to the step's, and the parameters
-    /// go back before the optimiser steps. A step costs about twice as
-    /// much; the reported training loss stays the unperturbed one.
-    /// Finite and positive; `None` (the default): off.
+    /// ICLR 2017): after each step's backward pass, the inputs are moved
+    /// by a step of length `ε` along their gradient, as
+    /// [`GraphTrainConfig::adversarial_norm`] says (by default the
+    /// parameters named `input.*`, the embedding table, by `r = ε g /
+    /// ‖g‖`, `‖g‖` the L2 norm over the whole input layer); the batch
+    /// runs again there with the same dropout masks, the gradients of that
+    /// loss are added to the step's, and the parameters go back before
+    /// the optimiser steps. A step costs about twice as much; the reported
+    /// training loss stays the unperturbed one. Finite and positive;
+    /// `None` (the default): off.
     pub adversarial_epsilon: Option<f64>,
+    /// Where the step of [`GraphTrainConfig::adversarial_epsilon`] is
+    /// taken and how it is normalised: over the whole embedding table
+    /// ([`AdversarialNorm::Table`], the default) or per graph on its node
+    /// inputs ([`AdversarialNorm::Graph`]). Read only with
+    /// `adversarial_epsilon`.
+    pub adversarial_norm: AdversarialNorm,
     /// Multiplier of the learning rate of the model's input layer (the
     /// parameters named `input.*`: an embedding table or an input
     /// projection), as a PyTorch parameter group with its own `lr`; it
@@ -400,6 +470,7 @@ impl Default for GraphTrainConfig {
             ema_decay: None,
             rdrop_alpha: 0.0,
             adversarial_epsilon: None,
+            adversarial_norm: AdversarialNorm::Table,
             input_lr_scale: 1.0,
             seed: 0,
             quiet: true,
@@ -473,8 +544,22 @@ impl<B: Backend> Prepared<B> {
     }
 
     fn forward(&self, model: &GraphClassifier<B>, tape: &Tape<B>) -> Result<Var<B>> {
+        self.forward_with(model, tape, None)
+    }
+
+    /// The logits, with `offset` added to the node inputs when given.
+    fn forward_with(
+        &self,
+        model: &GraphClassifier<B>,
+        tape: &Tape<B>,
+        offset: Option<&Var<B>>,
+    ) -> Result<Var<B>> {
         let w = self.weights.as_ref().map(|w| tape.constant(w.clone()));
-        model.forward_weighted(tape, &self.graph, &self.input(tape), w.as_ref())
+        let x = self.input(tape);
+        match offset {
+            Some(r) => model.forward_perturbed(tape, &self.graph, &x, w.as_ref(), r),
+            None => model.forward_weighted(tape, &self.graph, &x, w.as_ref()),
+        }
     }
 }
 
@@ -818,9 +903,21 @@ impl<'a, B: Backend> EpochRunner<'a, B> {
                 prepare(backend, &samples)?
             };
             let seed = cfg.seed.wrapping_mul(1_000_003).wrapping_add(self.step);
-            let (value, mut grads) = loss_and_grads(backend, model, &b, cfg, seed, epoch)?;
+            let per_graph =
+                cfg.adversarial_epsilon.is_some() && cfg.adversarial_norm == AdversarialNorm::Graph;
+            let offset = if per_graph {
+                InputOffset::Probe
+            } else {
+                InputOffset::None
+            };
+            let (value, mut grads, input_grad) =
+                loss_and_grads(backend, model, &b, cfg, seed, epoch, offset)?;
             if let Some(eps) = cfg.adversarial_epsilon {
-                self.add_adversarial_grads(model, &b, eps, seed, epoch, &mut grads)?;
+                match input_grad {
+                    Some(g) => self
+                        .add_graph_adversarial_grads(model, &b, eps, seed, epoch, &g, &mut grads)?,
+                    None => self.add_adversarial_grads(model, &b, eps, seed, epoch, &mut grads)?,
+                }
             }
             self.step += 1;
             let norm = match cfg.clip_grad_norm {
@@ -887,27 +984,93 @@ impl<B: Backend> EpochRunner<'_, B> {
             p.set(backend.binary(BinaryOp::Add, &original, &r));
             saved.push((p.clone(), original));
         }
-        let adversarial = loss_and_grads(backend, model, b, self.cfg, seed, epoch);
+        let adversarial =
+            loss_and_grads(backend, model, b, self.cfg, seed, epoch, InputOffset::None);
         for (p, original) in saved {
             p.set_shared(original);
         }
-        let (_, adv) = adversarial?;
+        let (_, adv, _) = adversarial?;
+        self.accumulate(grads, &adv);
+        Ok(())
+    }
+
+    /// The per-graph adversarial step ([`AdversarialNorm::Graph`]): with
+    /// `input_grad` the gradient of the loss with respect to the batch's
+    /// node inputs, runs the batch again with `r_G = eps g_G / ‖g_G‖`
+    /// added to each graph's inputs (graphs whose gradient is zero get no
+    /// step) and the same dropout seed, and adds that pass's gradients to
+    /// `grads`.
+    #[allow(clippy::too_many_arguments)]
+    fn add_graph_adversarial_grads(
+        &self,
+        model: &GraphClassifier<B>,
+        b: &Prepared<B>,
+        eps: f64,
+        seed: u64,
+        epoch: usize,
+        input_grad: &B::Tensor,
+        grads: &mut Gradients<B>,
+    ) -> Result<()> {
+        let r = per_graph_step(&self.backend, input_grad, &b.graph.ptr(), eps);
+        let offset = InputOffset::Fixed(r);
+        let (_, adv, _) = loss_and_grads(&self.backend, model, b, self.cfg, seed, epoch, offset)?;
+        self.accumulate(grads, &adv);
+        Ok(())
+    }
+
+    /// Adds the gradients of a second pass, `more`, to `grads`.
+    fn accumulate(&self, grads: &mut Gradients<B>, more: &Gradients<B>) {
         for p in &self.params {
-            if let Some(g2) = adv.get(p) {
+            if let Some(g2) = more.get(p) {
                 match grads.get_mut(p) {
-                    Some(g) => backend.add_assign(g, g2),
+                    Some(g) => self.backend.add_assign(g, g2),
                     None => grads.insert(p, g2.clone()),
                 }
             }
         }
-        Ok(())
     }
 }
 
+/// `eps g_G / ‖g_G‖` for each graph `G` of a batch, whose node rows in
+/// `g` are `ptr[i]..ptr[i + 1]`; zero for a graph whose gradient is zero
+/// (or not finite).
+fn per_graph_step<B: Backend>(backend: &B, g: &B::Tensor, ptr: &[usize], eps: f64) -> B::Tensor {
+    let mut a = backend.download(g);
+    for w in ptr.windows(2) {
+        let mut rows = a.slice_mut(ndarray::s![w[0]..w[1], ..]);
+        let norm = rows
+            .iter()
+            .map(|v| v.to_f64_exact().powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let scale = if norm > 0.0 && norm.is_finite() {
+            eps / norm
+        } else {
+            0.0
+        };
+        rows.mapv_inplace(|v| B::Elem::from_f64_lossy(v.to_f64_exact() * scale));
+    }
+    backend.upload(a.view())
+}
+
+/// What a training pass adds to the batch's node inputs
+/// ([`GraphClassifier::forward_perturbed`]).
+enum InputOffset<B: Backend> {
+    /// Nothing: the plain forward pass.
+    None,
+    /// Zeros recorded as an input, so that the pass also returns the
+    /// gradient of the loss with respect to the node inputs.
+    Probe,
+    /// A fixed perturbation, `N x` the model's input width (no gradient).
+    Fixed(B::Tensor),
+}
+
 /// One forward and backward pass of the training loss on `b`, with the
-/// dropout streams of `seed`: the (smoothed) cross-entropy, or with
-/// [`GraphTrainConfig::rdrop_alpha`] R-Drop's two passes and their KL term.
-/// Returns the loss and the gradients of every parameter it used.
+/// dropout streams of `seed` and `offset` added to the node inputs: the
+/// (smoothed) cross-entropy, or with [`GraphTrainConfig::rdrop_alpha`]
+/// R-Drop's two passes and their KL term. Returns the loss, the gradients
+/// of every parameter it used and, for [`InputOffset::Probe`], the
+/// gradient with respect to the node inputs.
 fn loss_and_grads<B: Backend>(
     backend: &B,
     model: &GraphClassifier<B>,
@@ -915,15 +1078,29 @@ fn loss_and_grads<B: Backend>(
     cfg: &GraphTrainConfig,
     seed: u64,
     epoch: usize,
-) -> Result<(f64, Gradients<B>)> {
+    offset: InputOffset<B>,
+) -> Result<(f64, Gradients<B>, Option<B::Tensor>)> {
     // The tape ends with this function, before the optimiser step, so the
     // step updates the parameters in place (no copy-on-write).
     let tape = Tape::with_seed(backend, seed);
-    let logp = b.forward(model, &tape)?.log_softmax(Axis::Cols);
+    let offset = match offset {
+        InputOffset::None => None,
+        InputOffset::Probe => {
+            let (n, d) = (b.graph.num_nodes(), model.input_channels()?);
+            Some(tape.input(backend.full(n, d, B::Elem::from_f64_lossy(0.0))))
+        }
+        InputOffset::Fixed(r) => Some(tape.constant(r)),
+    };
+    let offset = offset.as_ref();
+    let logp = b
+        .forward_with(model, &tape, offset)?
+        .log_softmax(Axis::Cols);
     let mut loss = logp.nll_smoothed(&b.targets, cfg.label_smoothing)?;
     if cfg.rdrop_alpha > 0.0 {
         // R-Drop: a second pass draws fresh dropout masks from the tape.
-        let logp2 = b.forward(model, &tape)?.log_softmax(Axis::Cols);
+        let logp2 = b
+            .forward_with(model, &tape, offset)?
+            .log_softmax(Axis::Cols);
         let loss2 = logp2.nll_smoothed(&b.targets, cfg.label_smoothing)?;
         loss = loss
             .add(&loss2)?
@@ -939,7 +1116,10 @@ fn loss_and_grads<B: Backend>(
             "training loss became {value} at epoch {epoch}"
         )));
     }
-    Ok((value, grads))
+    let input_grad = offset
+        .filter(|r| r.requires_grad())
+        .and_then(|r| grads.wrt(r).cloned());
+    Ok((value, grads, input_grad))
 }
 
 /// Trains `model` on `train` in shuffled mini-batches, selects the epoch
@@ -1159,10 +1339,6 @@ mod tests {
             .collect()
     }
 
-    fn embedding_rows(p: &Param<Cpu<f64>>) -> Array2<f64> {
-        p.to_array()
-    }
-
     #[test]
     fn the_adversarial_pass_adds_the_gradients_at_the_perturbed_table_and_restores_it() {
         let cpu = Cpu::<f64>::new();
@@ -1181,20 +1357,21 @@ mod tests {
         let samples: Vec<&GraphSample> = train.iter().collect();
         let b = prepare(&cpu, &samples).unwrap();
         let seed = 77;
-        let (loss, plain) = loss_and_grads(&cpu, &model, &b, &cfg, seed, 0).unwrap();
-        let mut grads = loss_and_grads(&cpu, &model, &b, &cfg, seed, 0).unwrap().1;
-        let before = embedding_rows(&table);
+        let plain_pass = || loss_and_grads(&cpu, &model, &b, &cfg, seed, 0, InputOffset::None);
+        let (loss, plain, _) = plain_pass().unwrap();
+        let mut grads = plain_pass().unwrap().1;
+        let before = table.to_array();
         runner
             .add_adversarial_grads(&model, &b, eps, seed, 0, &mut grads)
             .unwrap();
-        assert_eq!(embedding_rows(&table), before, "the table is restored");
+        assert_eq!(table.to_array(), before, "the table is restored");
 
         // Independently: move the table by hand, run the pass there.
         let g = cpu.download(plain.get(&table).unwrap());
         let norm = g.mapv(|v| v * v).sum().sqrt();
         assert!(norm > 0.0);
         table.set(cpu.upload((&before + &(&g * (eps / norm))).view()));
-        let (adv_loss, adv) = loss_and_grads(&cpu, &model, &b, &cfg, seed, 0).unwrap();
+        let (adv_loss, adv, _) = plain_pass().unwrap();
         table.set(cpu.upload(before.view()));
         // The step moves up the loss: L(θ + r) − L(θ) ≈ ε‖g‖ to first order.
         let rise = adv_loss - loss;
@@ -1208,6 +1385,101 @@ mod tests {
             let diff = (&got - &want).mapv(f64::abs).fold(0.0f64, |m, &v| m.max(v));
             assert!(diff < 1e-12, "gradient differs by {diff}");
         }
+    }
+
+    #[test]
+    fn the_per_graph_adversarial_pass_steps_each_graphs_inputs_by_eps() {
+        let cpu = Cpu::<f64>::new();
+        let spec = InputSpec::Tokens { vocab: 12, dim: 5 };
+        let mut rng = StdRng::seed_from_u64(4);
+        let model = GraphClassifier::gcn(&cpu, spec, 6, 1, 2, 0.3, &mut rng).unwrap();
+        let train = documents();
+        let eps = 0.05;
+        let cfg = GraphTrainConfig {
+            adversarial_epsilon: Some(eps),
+            adversarial_norm: AdversarialNorm::Graph,
+            ..GraphTrainConfig::default()
+        };
+        let runner = EpochRunner::new(&model, &train, &cfg).unwrap();
+        let table = runner.input_params[0].clone();
+        let samples: Vec<&GraphSample> = train.iter().collect();
+        let b = prepare(&cpu, &samples).unwrap();
+        let seed = 78;
+        let pass = |offset| loss_and_grads(&cpu, &model, &b, &cfg, seed, 0, offset).unwrap();
+
+        // The probe pass is the plain pass, plus the gradient with respect
+        // to the node inputs.
+        let (loss, plain, _) = pass(InputOffset::None);
+        let (probe_loss, probed, input_grad) = pass(InputOffset::Probe);
+        assert_eq!(probe_loss, loss);
+        let g = cpu.download(&input_grad.expect("the probe's gradient"));
+        let n: usize = train.iter().map(|s| s.graph.num_nodes()).sum();
+        assert_eq!(g.dim(), (n, 5));
+        // The embedding is a gather, so the table's gradient is that
+        // gradient summed over the nodes of each word.
+        let mut scattered = Array2::<f64>::zeros((12, 5));
+        let ids = train.iter().flat_map(|s| match &s.features {
+            GraphFeatures::Tokens(t) => t.clone(),
+            GraphFeatures::Dense(_) => unreachable!(),
+        });
+        for (row, id) in ids.enumerate() {
+            let mut dst = scattered.row_mut(id);
+            dst += &g.row(row);
+        }
+        let table_grad = cpu.download(probed.get(&table).unwrap());
+        assert_eq!(table_grad, cpu.download(plain.get(&table).unwrap()));
+        assert!((&table_grad - &scattered).iter().all(|v| v.abs() < 1e-12));
+
+        // Independently: each graph's step, from the sample sizes.
+        let mut r = g.clone();
+        let (mut start, mut first_order) = (0, 0.0);
+        for s in &train {
+            let end = start + s.graph.num_nodes();
+            let mut rows = r.slice_mut(ndarray::s![start..end, ..]);
+            let norm = rows.iter().map(|v| v * v).sum::<f64>().sqrt();
+            assert!(norm > 0.0);
+            rows.mapv_inplace(|v| v * eps / norm);
+            first_order += eps * norm;
+            start = end;
+        }
+        let (adv_loss, adv, _) = pass(InputOffset::Fixed(cpu.upload(r.view())));
+        // L(x + r) − L(x) ≈ Σ_G g_G · r_G = ε Σ_G ‖g_G‖ to first order.
+        let rise = adv_loss - loss;
+        assert!(
+            rise > 0.0 && (rise - first_order).abs() < 0.1 * first_order,
+            "{rise} against {first_order}"
+        );
+
+        let mut grads = plain;
+        let before = table.to_array();
+        runner
+            .add_graph_adversarial_grads(
+                &model,
+                &b,
+                eps,
+                seed,
+                0,
+                &cpu.upload(g.view()),
+                &mut grads,
+            )
+            .unwrap();
+        assert_eq!(table.to_array(), before, "the parameters are not moved");
+        let plain = pass(InputOffset::None).1;
+        for p in &runner.params {
+            let want = cpu.download(plain.get(p).unwrap()) + cpu.download(adv.get(p).unwrap());
+            let got = cpu.download(grads.get(p).unwrap());
+            let diff = (&got - &want).mapv(f64::abs).fold(0.0f64, |m, &v| m.max(v));
+            assert!(diff < 1e-12, "gradient differs by {diff}");
+        }
+    }
+
+    #[test]
+    fn a_graph_with_a_zero_gradient_gets_no_step() {
+        let cpu = Cpu::<f64>::new();
+        let g = ndarray::arr2(&[[3.0, 4.0], [0.0, 0.0], [0.0, 0.0], [1.0, 0.0]]);
+        let r = per_graph_step(&cpu, &cpu.upload(g.view()), &[0, 1, 3, 4], 2.0);
+        let want = ndarray::arr2(&[[1.2, 1.6], [0.0, 0.0], [0.0, 0.0], [2.0, 0.0]]);
+        assert!((cpu.download(&r) - want).iter().all(|v| v.abs() < 1e-15));
     }
 
     #[test]

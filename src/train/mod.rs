@@ -5,8 +5,8 @@ mod node;
 mod selection;
 
 pub use graph::{
-    EpochRecord, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, GraphTrainReport,
-    RefitReport, evaluate_graphs, refit_graph_classifier, train_graph_classifier,
+    AdversarialNorm, EpochRecord, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig,
+    GraphTrainReport, RefitReport, evaluate_graphs, refit_graph_classifier, train_graph_classifier,
 };
 pub use node::{
     NodeRefitReport, NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes,
