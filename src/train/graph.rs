@@ -945,9 +945,7 @@ impl<'a, B: Backend> EpochRunner<'a, B> {
             secs: t0.elapsed().as_secs_f64(),
         })
     }
-}
 
-impl<B: Backend> EpochRunner<'_, B> {
     /// The fast gradient method on the input layer
     /// ([`GraphTrainConfig::adversarial_epsilon`]): moves the `input.*`
     /// parameters by `eps g / ‖g‖`, runs the batch again with the same
