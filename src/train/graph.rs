@@ -13,7 +13,7 @@ use super::selection::{Selected, Selection};
 use crate::autograd::{Gradients, Index, Param, Tape, Var};
 use crate::backend::{Axis, Backend, BinaryOp, UnaryOp};
 use crate::conv::DeviceGraph;
-use crate::error::{Error, Result, check_positive};
+use crate::error::{Error, Result, check_non_negative, check_positive};
 use crate::float::Float;
 use crate::graph::{Batch, Graph};
 use crate::models::{GraphClassifier, GraphInput, InputLayer};
@@ -779,12 +779,7 @@ fn check_config(cfg: &GraphTrainConfig) -> Result<()> {
     }
     crate::autograd::check_label_smoothing(cfg.label_smoothing)?;
     check_node_dropout(cfg.node_dropout)?;
-    if !(cfg.rdrop_alpha.is_finite() && cfg.rdrop_alpha >= 0.0) {
-        return Err(Error::InvalidConfig(format!(
-            "rdrop_alpha must be finite and non-negative, got {}",
-            cfg.rdrop_alpha
-        )));
-    }
+    check_non_negative("rdrop_alpha", cfg.rdrop_alpha)?;
     if let Some(eps) = cfg.adversarial_epsilon {
         check_positive("adversarial_epsilon", eps)?;
     }
