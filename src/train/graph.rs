@@ -908,10 +908,20 @@ impl<'a, B: Backend> EpochRunner<'a, B> {
             let (value, mut grads, input_grad) =
                 loss_and_grads(backend, model, &b, cfg, seed, epoch, offset)?;
             if let Some(eps) = cfg.adversarial_epsilon {
-                match input_grad {
-                    Some(g) => self
-                        .add_graph_adversarial_grads(model, &b, eps, seed, epoch, &g, &mut grads)?,
-                    None => self.add_adversarial_grads(model, &b, eps, seed, epoch, &mut grads)?,
+                match cfg.adversarial_norm {
+                    AdversarialNorm::Graph => {
+                        let g = input_grad.ok_or_else(|| {
+                            Error::Autograd(
+                                "the probe pass gave no gradient for the node inputs".into(),
+                            )
+                        })?;
+                        self.add_graph_adversarial_grads(
+                            model, &b, eps, seed, epoch, &g, &mut grads,
+                        )?
+                    }
+                    AdversarialNorm::Table => {
+                        self.add_adversarial_grads(model, &b, eps, seed, epoch, &mut grads)?
+                    }
                 }
             }
             self.step += 1;
