@@ -61,6 +61,7 @@ pub mod float;
 pub mod graph;
 pub mod metrics;
 pub mod models;
+mod named;
 pub mod nn;
 pub mod optim;
 pub mod readout;

@@ -475,10 +475,17 @@ fn error_paths_return_the_right_variant() {
         Err(Error::InvalidConfig(_))
     ));
 
-    match "Sym".parse::<Normalization>() {
-        Err(Error::InvalidConfig(msg)) => assert!(msg.contains("Sym"), "{msg}"),
+    match "symmetric".parse::<Normalization>() {
+        Err(Error::InvalidConfig(msg)) => {
+            assert!(
+                msg.contains("'symmetric'") && msg.contains("sym | rw | none"),
+                "{msg}"
+            )
+        }
         other => panic!("expected InvalidConfig, got {other:?}"),
     }
+    // Names are read in any case, as every option enum of the crate.
+    assert_eq!("Sym".parse::<Normalization>().unwrap(), Normalization::Sym);
     for norm in NORMS {
         assert_eq!(norm.to_string().parse::<Normalization>().unwrap(), norm);
     }

@@ -7,6 +7,7 @@ use crate::autograd::{Segments, Tape, Var};
 use crate::backend::{Axis, Backend, SegmentReduce};
 use crate::error::{Error, Result, check_non_negative};
 use crate::float::Float;
+use crate::named::named_enum;
 use crate::nn::{Dropout, LayerNorm, Linear, Module, ParamVisitor, init};
 
 /// Largest graph (in nodes) for which [`AttentionMaps::dynamic_adjacency`]
@@ -14,6 +15,15 @@ use crate::nn::{Dropout, LayerNorm, Linear, Module, ParamVisitor, init};
 pub const MAX_DENSE_NODES: usize = 4096;
 
 /// How nodes and supernodes exchange attention.
+///
+/// ```
+/// use hdgcn::attention::Routing;
+///
+/// assert_eq!("Votes".parse::<Routing>()?, Routing::Votes);
+/// assert_eq!(Routing::Attention.as_str().parse::<Routing>()?, Routing::Attention);
+/// assert!("vote".parse::<Routing>().unwrap_err().to_string().contains("'vote'"));
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Routing {
     /// §4 as written (the default). Forward step: each supernode attends
@@ -35,46 +45,10 @@ pub enum Routing {
     Votes,
 }
 
-impl Routing {
-    /// The name [`Routing::from_str`](std::str::FromStr) reads back:
-    /// `"attention"` or `"votes"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Routing::Attention => "attention",
-            Routing::Votes => "votes",
-        }
-    }
-}
-
-impl std::str::FromStr for Routing {
-    type Err = Error;
-
-    /// Parses `"attention"` or `"votes"` (any case).
-    ///
-    /// ```
-    /// use hdgcn::attention::Routing;
-    ///
-    /// assert_eq!("Votes".parse::<Routing>()?, Routing::Votes);
-    /// assert_eq!(Routing::Attention.as_str().parse::<Routing>()?, Routing::Attention);
-    /// assert!("vote".parse::<Routing>().unwrap_err().to_string().contains("'vote'"));
-    /// # Ok::<(), hdgcn::Error>(())
-    /// ```
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "attention" => Ok(Routing::Attention),
-            "votes" => Ok(Routing::Votes),
-            _ => Err(Error::InvalidConfig(format!(
-                "unknown routing '{s}' (attention | votes)"
-            ))),
-        }
-    }
-}
-
-impl std::fmt::Display for Routing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+named_enum!(Routing, "routing", {
+    Attention => "attention",
+    Votes => "votes",
+});
 
 /// Hyper-parameters of [`MvcAttn`].
 #[derive(Debug, Clone, PartialEq)]

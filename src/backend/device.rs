@@ -5,10 +5,9 @@
 //! task, generic over the backend, and [`Device::run`] instantiates it for
 //! the chosen one.
 
-use std::str::FromStr;
-
 use super::{Backend, Cpu};
 use crate::error::{Error, Result};
+use crate::named::named_enum;
 
 /// A compute device, as chosen by a user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -22,15 +21,12 @@ pub enum Device {
     Wgpu,
 }
 
-impl Device {
-    /// The device's name as accepted by [`FromStr`] (`"cpu"`, `"wgpu"`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Device::Cpu => "cpu",
-            Device::Wgpu => "wgpu",
-        }
-    }
+named_enum!(Device, "device", {
+    Cpu => "cpu",
+    Wgpu => "wgpu" | "gpu",
+});
 
+impl Device {
     /// Opens the device and runs `task` on its backend.
     ///
     /// # Errors
@@ -62,26 +58,6 @@ impl Device {
                     .into(),
             )),
         }
-    }
-}
-
-impl FromStr for Device {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "cpu" => Ok(Device::Cpu),
-            "wgpu" | "gpu" => Ok(Device::Wgpu),
-            _ => Err(Error::InvalidConfig(format!(
-                "unknown device '{s}' (cpu | wgpu)"
-            ))),
-        }
-    }
-}
-
-impl std::fmt::Display for Device {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

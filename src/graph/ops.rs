@@ -2,9 +2,8 @@
 
 use super::{Graph, csr_from_triplets};
 use crate::error::{Error, Result, check_positive};
+use crate::named::named_enum;
 use sprs::CsMat;
-use std::fmt;
-use std::str::FromStr;
 
 /// Laplacian normalisation, as PyG's `get_laplacian(normalization=...)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -18,31 +17,11 @@ pub enum Normalization {
     None,
 }
 
-impl FromStr for Normalization {
-    type Err = Error;
-
-    /// Parses `"sym"`, `"rw"` or `"none"` (exact, lower case).
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "sym" => Ok(Normalization::Sym),
-            "rw" => Ok(Normalization::Rw),
-            "none" => Ok(Normalization::None),
-            other => Err(Error::InvalidConfig(format!(
-                "unknown Laplacian normalization {other:?} (expected \"sym\", \"rw\" or \"none\")"
-            ))),
-        }
-    }
-}
-
-impl fmt::Display for Normalization {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Normalization::Sym => "sym",
-            Normalization::Rw => "rw",
-            Normalization::None => "none",
-        })
-    }
-}
+named_enum!(Normalization, "Laplacian normalization", {
+    Sym => "sym",
+    Rw => "rw",
+    None => "none",
+});
 
 /// `x^{-1/2}` with `inf` replaced by 0, as PyG's `deg.pow(-0.5).masked_fill(inf, 0)`.
 fn inv_sqrt(x: f64) -> f64 {

@@ -6,6 +6,7 @@ use crate::autograd::{Index, Tape, Var};
 use crate::backend::Backend;
 use crate::conv::{DeviceGraph, GcnConv, GraphConv};
 use crate::error::{Error, Result};
+use crate::named::named_enum;
 use crate::nn::{
     Activation, Dropout, Embedding, Features, Linear, Module, ParamVisitor, PositionalEncoding,
     SubwordEmbedding,
@@ -115,6 +116,12 @@ pub enum NodeWeighting {
     Both,
 }
 
+named_enum!(NodeWeighting, "node weighting", {
+    Readout => "readout",
+    Input => "input",
+    Both => "both",
+});
+
 impl NodeWeighting {
     /// Whether the node inputs are scaled by the weights.
     pub fn at_input(self) -> bool {
@@ -124,39 +131,6 @@ impl NodeWeighting {
     /// Whether the readout pools weighted node states.
     pub fn at_readout(self) -> bool {
         matches!(self, NodeWeighting::Readout | NodeWeighting::Both)
-    }
-
-    /// The lower-case name [`FromStr`](std::str::FromStr) reads: `readout`,
-    /// `input` or `both`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeWeighting::Readout => "readout",
-            NodeWeighting::Input => "input",
-            NodeWeighting::Both => "both",
-        }
-    }
-}
-
-impl std::str::FromStr for NodeWeighting {
-    type Err = Error;
-
-    /// Parses `readout`, `input` or `both`, in any case.
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "readout" => Ok(NodeWeighting::Readout),
-            "input" => Ok(NodeWeighting::Input),
-            "both" => Ok(NodeWeighting::Both),
-            _ => Err(Error::InvalidConfig(format!(
-                "unknown node weighting '{s}' (expected readout, input or both)"
-            ))),
-        }
-    }
-}
-
-impl std::fmt::Display for NodeWeighting {
-    /// The name [`FromStr`](std::str::FromStr) reads back.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

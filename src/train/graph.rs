@@ -17,6 +17,7 @@ use crate::error::{Error, Result, check_non_negative, check_positive};
 use crate::float::Float;
 use crate::graph::{Batch, Graph};
 use crate::models::{GraphClassifier, GraphInput, InputLayer};
+use crate::named::named_enum;
 use crate::nn::{Features, Module};
 use crate::optim::{
     AdaBeliefConfig, AdamConfig, ExponentialMovingAverage, LrSchedule, LrScheduleKind, Optimizer,
@@ -246,6 +247,15 @@ fn check_node_dropout(p: f64) -> Result<()> {
 }
 
 /// The optimiser of [`train_graph_classifier`].
+///
+/// ```
+/// use hdgcn::train::GraphOptimizer;
+///
+/// assert_eq!("AdaBelief".parse::<GraphOptimizer>()?, GraphOptimizer::AdaBelief);
+/// assert_eq!(GraphOptimizer::Adam.as_str().parse::<GraphOptimizer>()?, GraphOptimizer::Adam);
+/// assert!("sgd".parse::<GraphOptimizer>().unwrap_err().to_string().contains("'sgd'"));
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GraphOptimizer {
     /// [`crate::optim::Adam`] (L2 weight decay).
@@ -256,49 +266,22 @@ pub enum GraphOptimizer {
     AdaBelief,
 }
 
-impl GraphOptimizer {
-    /// The name [`GraphOptimizer::from_str`](std::str::FromStr) reads
-    /// back: `"adam"` or `"adabelief"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GraphOptimizer::Adam => "adam",
-            GraphOptimizer::AdaBelief => "adabelief",
-        }
-    }
-}
-
-impl std::str::FromStr for GraphOptimizer {
-    type Err = Error;
-
-    /// Parses `"adam"` or `"adabelief"` (any case).
-    ///
-    /// ```
-    /// use hdgcn::train::GraphOptimizer;
-    ///
-    /// assert_eq!("AdaBelief".parse::<GraphOptimizer>()?, GraphOptimizer::AdaBelief);
-    /// assert_eq!(GraphOptimizer::Adam.as_str().parse::<GraphOptimizer>()?, GraphOptimizer::Adam);
-    /// assert!("sgd".parse::<GraphOptimizer>().unwrap_err().to_string().contains("'sgd'"));
-    /// # Ok::<(), hdgcn::Error>(())
-    /// ```
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "adam" => Ok(GraphOptimizer::Adam),
-            "adabelief" => Ok(GraphOptimizer::AdaBelief),
-            _ => Err(Error::InvalidConfig(format!(
-                "unknown optimizer '{s}' (adabelief | adam)"
-            ))),
-        }
-    }
-}
-
-impl std::fmt::Display for GraphOptimizer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+named_enum!(GraphOptimizer, "optimizer", {
+    Adam => "adam",
+    AdaBelief => "adabelief",
+});
 
 /// How the adversarial step of [`GraphTrainConfig::adversarial_epsilon`]
 /// is taken and normalised.
+///
+/// ```
+/// use hdgcn::train::AdversarialNorm;
+///
+/// assert_eq!("Graph".parse::<AdversarialNorm>()?, AdversarialNorm::Graph);
+/// assert_eq!(AdversarialNorm::Table.as_str().parse::<AdversarialNorm>()?, AdversarialNorm::Table);
+/// assert!("node".parse::<AdversarialNorm>().unwrap_err().to_string().contains("'node'"));
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AdversarialNorm {
     /// On the parameters of the input layer (`input.*`: the embedding
@@ -318,46 +301,10 @@ pub enum AdversarialNorm {
     Graph,
 }
 
-impl AdversarialNorm {
-    /// The name [`AdversarialNorm::from_str`](std::str::FromStr) reads
-    /// back: `"table"` or `"graph"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AdversarialNorm::Table => "table",
-            AdversarialNorm::Graph => "graph",
-        }
-    }
-}
-
-impl std::str::FromStr for AdversarialNorm {
-    type Err = Error;
-
-    /// Parses `"table"` or `"graph"` (any case).
-    ///
-    /// ```
-    /// use hdgcn::train::AdversarialNorm;
-    ///
-    /// assert_eq!("Graph".parse::<AdversarialNorm>()?, AdversarialNorm::Graph);
-    /// assert_eq!(AdversarialNorm::Table.as_str().parse::<AdversarialNorm>()?, AdversarialNorm::Table);
-    /// assert!("node".parse::<AdversarialNorm>().unwrap_err().to_string().contains("'node'"));
-    /// # Ok::<(), hdgcn::Error>(())
-    /// ```
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "table" => Ok(AdversarialNorm::Table),
-            "graph" => Ok(AdversarialNorm::Graph),
-            _ => Err(Error::InvalidConfig(format!(
-                "unknown adversarial norm '{s}' (table | graph)"
-            ))),
-        }
-    }
-}
-
-impl std::fmt::Display for AdversarialNorm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+named_enum!(AdversarialNorm, "adversarial norm", {
+    Table => "table",
+    Graph => "graph",
+});
 
 /// Hyper-parameters of [`train_graph_classifier`].
 #[derive(Debug, Clone, PartialEq)]
