@@ -6,7 +6,7 @@
 //! the chosen one.
 
 use super::{Backend, Cpu};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::named::named_enum;
 
 /// A compute device, as chosen by a user.
@@ -30,7 +30,7 @@ impl Device {
     /// Opens the device and runs `task` on its backend.
     ///
     /// # Errors
-    /// [`Error::Backend`] when the wgpu backend is requested but the crate
+    /// [`Error::Backend`](crate::Error::Backend) when the wgpu backend is requested but the crate
     /// was built without the `wgpu` feature, or no adapter is available.
     ///
     /// ```
@@ -53,7 +53,7 @@ impl Device {
             #[cfg(feature = "wgpu")]
             Device::Wgpu => Ok(task.run(super::Wgpu::new()?)),
             #[cfg(not(feature = "wgpu"))]
-            Device::Wgpu => Err(Error::Backend(
+            Device::Wgpu => Err(crate::Error::Backend(
                 "the wgpu device needs the crate's `wgpu` feature (cargo ... --features wgpu)"
                     .into(),
             )),
