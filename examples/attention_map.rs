@@ -197,6 +197,7 @@ fn run(args: &Args) -> Result<()> {
             rdrop_alpha: 0.0,
             adversarial_epsilon: None,
             adversarial_norm: AdversarialNorm::Table,
+            adversarial_warmup_epochs: 0,
             input_lr_scale: 1.0,
             seed: args.seed,
             quiet: false,

@@ -155,6 +155,11 @@ struct Args {
     /// (Miyato et al.; `train::AdversarialNorm`).
     #[arg(long, default_value = "table")]
     adversarial_norm: AdversarialNorm,
+    /// Epochs trained without `--adversarial` before its step starts
+    /// (`GraphTrainConfig::adversarial_warmup_epochs`; default 0: from
+    /// the first epoch; below `--epochs`). Needs `--adversarial`.
+    #[arg(long, default_value_t = 0)]
+    adversarial_warmup: usize,
     /// After each run's selection, train a fresh model (same seed and
     /// initialisation) on the training and validation documents together
     /// for the selected number of epochs and report its test accuracy
@@ -313,6 +318,12 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             flag_name(&args.refit_epochs)
         )));
     }
+    if args.adversarial.is_none() && args.adversarial_warmup > 0 {
+        return Err(hdgcn::Error::InvalidConfig(format!(
+            "--adversarial-warmup {} delays the adversarial step: give --adversarial",
+            args.adversarial_warmup
+        )));
+    }
     if args.refit && args.load.is_some() {
         return Err(hdgcn::Error::InvalidConfig(
             "--refit trains a model; it cannot be combined with --load".into(),
@@ -461,6 +472,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             rdrop_alpha: args.rdrop,
             adversarial_epsilon: args.adversarial,
             adversarial_norm: args.adversarial_norm,
+            adversarial_warmup_epochs: args.adversarial_warmup,
             input_lr_scale: args.embed_lr_scale,
             seed,
             quiet: args.quiet,
@@ -556,6 +568,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "rdrop": args.rdrop,
             "adversarial": args.adversarial,
             "adversarial_norm": args.adversarial.map(|_| args.adversarial_norm.to_string()),
+            "adversarial_warmup": args.adversarial.map(|_| args.adversarial_warmup),
             "node_dropout": args.node_dropout,
             "position_encoding": args.position_encoding,
             "refit": args.refit,
@@ -619,7 +632,7 @@ mod tests {
     ];
 
     /// The other fields README.md lists for `text_classification --json`.
-    const README_FIELDS: [&str; 34] = [
+    const README_FIELDS: [&str; 35] = [
         "malloc",
         "device",
         "adapter",
@@ -646,6 +659,7 @@ mod tests {
         "rdrop",
         "adversarial",
         "adversarial_norm",
+        "adversarial_warmup",
         "node_dropout",
         "position_encoding",
         "refit",
@@ -872,6 +886,31 @@ mod tests {
             .run(&hdgcn::backend::Cpu::<f32>::new(), Device::Cpu)
             .unwrap_err();
         assert!(err.to_string().contains("warm-up of 6 epochs"), "{err}");
+        // The adversarial step's warm-up: reported with --adversarial,
+        // refused without it or when it leaves no epoch.
+        let adv = run_on_cpu::<Args>(&parse(
+            &[
+                &common[..],
+                &["--adversarial", "0.5", "--adversarial-warmup", "2"],
+            ]
+            .concat(),
+        ))
+        .json;
+        assert_eq!(adv["adversarial_warmup"], 2);
+        assert_eq!(plain["adversarial_warmup"], serde_json::Value::Null);
+        assert_ne!(adv["test_accs"], plain["test_accs"]);
+        for (extra, says) in [
+            (&["--adversarial-warmup", "2"][..], "give --adversarial"),
+            (
+                &["--adversarial", "0.5", "--adversarial-warmup", "6"],
+                "adversarial_warmup_epochs of 6",
+            ),
+        ] {
+            let err = parse(&[&common[..], extra].concat())
+                .run(&hdgcn::backend::Cpu::<f32>::new(), Device::Cpu)
+                .unwrap_err();
+            assert!(err.to_string().contains(says), "{extra:?}: {err}");
+        }
         std::fs::remove_dir_all(&root).unwrap();
     }
 

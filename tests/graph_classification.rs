@@ -16,8 +16,8 @@ use hdgcn::nn::{
 use hdgcn::optim::LrScheduleKind;
 use hdgcn::readout::{AttentionPooling, MeanMaxReadout, MeanReadout};
 use hdgcn::train::{
-    AdversarialNorm, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, evaluate_graphs,
-    refit_graph_classifier, train_graph_classifier,
+    AdversarialNorm, EpochRecord, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig,
+    evaluate_graphs, refit_graph_classifier, train_graph_classifier,
 };
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -97,6 +97,7 @@ fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
         rdrop_alpha: 0.0,
         adversarial_epsilon: None,
         adversarial_norm: AdversarialNorm::Table,
+        adversarial_warmup_epochs: 0,
         input_lr_scale: 1.0,
         seed: 1,
         quiet: true,
@@ -868,6 +869,68 @@ fn adversarial_training_repeats_changes_the_run_and_learns() {
         );
         assert!(val_acc >= 0.85, "{norm}: {val_acc}");
         runs.push(on);
+    }
+}
+
+#[test]
+fn the_adversarial_step_starts_after_its_warm_up_epochs() {
+    let mut rng = StdRng::seed_from_u64(13);
+    let (train, val, test) = &document_sets(&mut rng);
+    let cpu = Cpu::<f64>::new();
+    let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
+    let run = |adversarial_epsilon: Option<f64>, norm: AdversarialNorm, warmup: usize| {
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut model = GraphClassifier::gcn(&cpu, spec, 16, 1, 2, 0.3, &mut rng).unwrap();
+        let c = GraphTrainConfig {
+            adversarial_epsilon,
+            adversarial_norm: norm,
+            adversarial_warmup_epochs: warmup,
+            patience: None,
+            ..cfg(8, GraphOptimizer::AdaBelief)
+        };
+        train_graph_classifier(&mut model, train, val, test, &c).unwrap()
+    };
+    let key = |r: &EpochRecord| (r.train_loss, r.grad_norm, r.val_loss, r.val_acc);
+    let plain = run(None, AdversarialNorm::Table, 0);
+    for norm in [AdversarialNorm::Table, AdversarialNorm::Graph] {
+        let warm = run(Some(0.5), norm, 3);
+        let from_start = run(Some(0.5), norm, 0);
+        // Epochs 0..3 are the plain run's to the last bit; epoch 3 adds the
+        // adversarial gradients to its first step already.
+        for e in 0..3 {
+            assert_eq!(
+                key(&warm.history[e]),
+                key(&plain.history[e]),
+                "{norm}, epoch {e}"
+            );
+        }
+        assert_ne!(
+            warm.history[3].grad_norm, plain.history[3].grad_norm,
+            "{norm}"
+        );
+        assert_ne!(key(&warm.history[0]), key(&from_start.history[0]), "{norm}");
+        assert_ne!(warm.final_loss, plain.final_loss, "{norm}");
+    }
+    // Without an epsilon the warm-up is not read; with one it must leave an
+    // epoch for the step, in training and in a refit.
+    let mut model = GraphClassifier::gcn(&cpu, spec, 16, 1, 2, 0.3, &mut rng).unwrap();
+    let idle = GraphTrainConfig {
+        adversarial_warmup_epochs: 50,
+        ..cfg(2, GraphOptimizer::Adam)
+    };
+    train_graph_classifier(&mut model, train, val, test, &idle).unwrap();
+    let all = GraphTrainConfig {
+        adversarial_epsilon: Some(0.5),
+        ..idle.clone()
+    };
+    for err in [
+        train_graph_classifier(&mut model, train, val, test, &all).map(|_| ()),
+        refit_graph_classifier(&mut model, train, test, &all, 1).map(|_| ()),
+    ] {
+        assert!(
+            matches!(err, Err(Error::InvalidConfig(ref m)) if m.contains("adversarial_warmup_epochs of 50")),
+            "{err:?}"
+        );
     }
 }
 

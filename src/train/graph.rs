@@ -385,6 +385,13 @@ pub struct GraphTrainConfig {
     /// inputs ([`AdversarialNorm::Graph`]). Read only with
     /// `adversarial_epsilon`.
     pub adversarial_norm: AdversarialNorm,
+    /// Epochs trained without the step of
+    /// [`GraphTrainConfig::adversarial_epsilon`] before it starts, so that
+    /// the model has learned features for the step to push against
+    /// (epochs `0..adversarial_warmup_epochs` are plain; a refit counts
+    /// the same epochs). Must be below `epochs` when `adversarial_epsilon`
+    /// is set; read only with it. 0 (the default): from the first epoch.
+    pub adversarial_warmup_epochs: usize,
     /// Multiplier of the learning rate of the model's input layer (the
     /// parameters named `input.*`: an embedding table or an input
     /// projection), as a PyTorch parameter group with its own `lr`; it
@@ -418,6 +425,7 @@ impl Default for GraphTrainConfig {
             rdrop_alpha: 0.0,
             adversarial_epsilon: None,
             adversarial_norm: AdversarialNorm::Table,
+            adversarial_warmup_epochs: 0,
             input_lr_scale: 1.0,
             seed: 0,
             quiet: true,
@@ -729,6 +737,13 @@ fn check_config(cfg: &GraphTrainConfig) -> Result<()> {
     check_non_negative("rdrop_alpha", cfg.rdrop_alpha)?;
     if let Some(eps) = cfg.adversarial_epsilon {
         check_positive("adversarial_epsilon", eps)?;
+        if cfg.adversarial_warmup_epochs >= cfg.epochs {
+            return Err(Error::InvalidConfig(format!(
+                "adversarial_warmup_epochs of {} leaves none of the {} epochs \
+                 for the adversarial step: it must be below the epochs",
+                cfg.adversarial_warmup_epochs, cfg.epochs
+            )));
+        }
     }
     check_positive("input_lr_scale", cfg.input_lr_scale)
 }
@@ -845,8 +860,10 @@ impl<'a, B: Backend> EpochRunner<'a, B> {
                 prepare(backend, &samples)?
             };
             let seed = cfg.seed.wrapping_mul(1_000_003).wrapping_add(self.step);
-            let per_graph =
-                cfg.adversarial_epsilon.is_some() && cfg.adversarial_norm == AdversarialNorm::Graph;
+            let adversarial = cfg
+                .adversarial_epsilon
+                .filter(|_| epoch >= cfg.adversarial_warmup_epochs);
+            let per_graph = adversarial.is_some() && cfg.adversarial_norm == AdversarialNorm::Graph;
             let offset = if per_graph {
                 InputOffset::Probe
             } else {
@@ -854,7 +871,7 @@ impl<'a, B: Backend> EpochRunner<'a, B> {
             };
             let (value, mut grads, input_grad) =
                 loss_and_grads(backend, model, &b, cfg, seed, epoch, offset)?;
-            if let Some(eps) = cfg.adversarial_epsilon {
+            if let Some(eps) = adversarial {
                 match cfg.adversarial_norm {
                     AdversarialNorm::Graph => {
                         let g = input_grad.ok_or_else(|| {
