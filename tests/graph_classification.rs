@@ -835,23 +835,36 @@ fn an_input_offset_moves_the_node_inputs_and_its_gradient_checks() {
     );
 }
 
-#[test]
-fn adversarial_training_repeats_changes_the_run_and_learns() {
+/// Trains the same GCN on the documents of seed 13 with `adjust` applied
+/// to a `cfg(epochs, AdaBelief)` without early stopping; returns the
+/// trained parameters and the report.
+fn adversarial_run(
+    epochs: usize,
+    adjust: impl FnOnce(GraphTrainConfig) -> GraphTrainConfig,
+) -> (Vec<Array2<f64>>, hdgcn::train::GraphTrainReport) {
     let mut rng = StdRng::seed_from_u64(13);
     let (train, val, test) = &document_sets(&mut rng);
     let cpu = Cpu::<f64>::new();
     let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut model = GraphClassifier::gcn(&cpu, spec, 16, 1, 2, 0.3, &mut rng).unwrap();
+    let c = adjust(GraphTrainConfig {
+        patience: None,
+        ..cfg(epochs, GraphOptimizer::AdaBelief)
+    });
+    let report = train_graph_classifier(&mut model, train, val, test, &c).unwrap();
+    (params(&model), report)
+}
+
+#[test]
+fn adversarial_training_repeats_changes_the_run_and_learns() {
     let run = |adversarial_epsilon: Option<f64>, adversarial_norm: AdversarialNorm| {
-        let mut rng = StdRng::seed_from_u64(5);
-        let mut model = GraphClassifier::gcn(&cpu, spec, 16, 1, 2, 0.3, &mut rng).unwrap();
-        let c = GraphTrainConfig {
+        let (p, report) = adversarial_run(15, |c| GraphTrainConfig {
             adversarial_epsilon,
             adversarial_norm,
-            patience: None,
-            ..cfg(15, GraphOptimizer::AdaBelief)
-        };
-        let report = train_graph_classifier(&mut model, train, val, test, &c).unwrap();
-        (params(&model), report.val_acc)
+            ..c
+        });
+        (p, report.val_acc)
     };
     let plain = run(None, AdversarialNorm::Table).0;
     assert_eq!(
@@ -874,21 +887,14 @@ fn adversarial_training_repeats_changes_the_run_and_learns() {
 
 #[test]
 fn the_adversarial_step_starts_after_its_warm_up_epochs() {
-    let mut rng = StdRng::seed_from_u64(13);
-    let (train, val, test) = &document_sets(&mut rng);
-    let cpu = Cpu::<f64>::new();
-    let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
     let run = |adversarial_epsilon: Option<f64>, norm: AdversarialNorm, warmup: usize| {
-        let mut rng = StdRng::seed_from_u64(5);
-        let mut model = GraphClassifier::gcn(&cpu, spec, 16, 1, 2, 0.3, &mut rng).unwrap();
-        let c = GraphTrainConfig {
+        adversarial_run(8, |c| GraphTrainConfig {
             adversarial_epsilon,
             adversarial_norm: norm,
             adversarial_warmup_epochs: warmup,
-            patience: None,
-            ..cfg(8, GraphOptimizer::AdaBelief)
-        };
-        train_graph_classifier(&mut model, train, val, test, &c).unwrap()
+            ..c
+        })
+        .1
     };
     let key = |r: &EpochRecord| (r.train_loss, r.grad_norm, r.val_loss, r.val_acc);
     let plain = run(None, AdversarialNorm::Table, 0);
@@ -913,6 +919,10 @@ fn the_adversarial_step_starts_after_its_warm_up_epochs() {
     }
     // Without an epsilon the warm-up is not read; with one it must leave an
     // epoch for the step, in training and in a refit.
+    let mut rng = StdRng::seed_from_u64(13);
+    let (train, val, test) = &document_sets(&mut rng);
+    let cpu = Cpu::<f64>::new();
+    let spec = InputSpec::Tokens { vocab: 20, dim: 8 };
     let mut model = GraphClassifier::gcn(&cpu, spec, 16, 1, 2, 0.3, &mut rng).unwrap();
     let idle = GraphTrainConfig {
         adversarial_warmup_epochs: 50,
