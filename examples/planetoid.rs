@@ -331,6 +331,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "test_acc_mean": tm,
             "test_acc_std": ts,
             "val_acc_mean": vm,
+            "val_accs": acc.val,
             "test_accs": acc.test,
             "best_epochs": acc.best_epochs,
             "train_step_ms_median": step,
@@ -368,7 +369,7 @@ fn lr_width_warning(model: ModelKind, lr: f64, hidden: usize) -> Option<String> 
 #[cfg(test)]
 mod tests {
     use super::common::run_on_cpu;
-    use super::testing::{parse_args, scratch};
+    use super::testing::{assert_runs_average, parse_args, scratch};
     use super::*;
     use std::path::Path;
 
@@ -377,7 +378,7 @@ mod tests {
     }
 
     /// The fields README.md lists for `planetoid --json`.
-    const README_FIELDS: [&str; 30] = [
+    const README_FIELDS: [&str; 31] = [
         "dataset",
         "model",
         "split",
@@ -390,6 +391,7 @@ mod tests {
         "malloc",
         "device",
         "adapter",
+        "val_accs",
         "test_accs",
         "best_epochs",
         "hidden",
@@ -460,8 +462,8 @@ mod tests {
             (Some(2), Some(3))
         );
         assert_eq!(j["head"], "linear");
-        let tests = j["test_accs"].as_array().unwrap().clone();
-        assert_eq!(tests.len(), 2);
+        let tests = assert_runs_average(j, "test_accs", "test_acc_mean", 2);
+        assert_runs_average(j, "val_accs", "val_acc_mean", 2);
         assert!(
             j["train_step_ms_median"].as_f64().is_some_and(|v| v > 0.0),
             "{j}"

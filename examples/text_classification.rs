@@ -578,6 +578,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "test_acc_mean": tm,
             "test_acc_std": ts,
             "val_acc_mean": vm,
+            "val_accs": acc.val,
             "test_accs": acc.test,
             "best_epochs": acc.best_epochs,
             "epoch_s_median": ep,
@@ -611,7 +612,7 @@ fn parse_subwords(s: &str) -> Result<SubwordConfig, String> {
 #[cfg(test)]
 mod tests {
     use super::common::run_on_cpu;
-    use super::testing::{parse_args, scratch, write_corpus};
+    use super::testing::{assert_runs_average, parse_args, scratch, write_corpus};
     use super::*;
     use std::path::Path;
 
@@ -632,7 +633,7 @@ mod tests {
     ];
 
     /// The other fields README.md lists for `text_classification --json`.
-    const README_FIELDS: [&str; 35] = [
+    const README_FIELDS: [&str; 36] = [
         "malloc",
         "device",
         "adapter",
@@ -666,6 +667,7 @@ mod tests {
         "refit_epochs",
         "refit_epoch_counts",
         "selected_test_accs",
+        "val_accs",
         "test_accs",
         "best_epochs",
     ];
@@ -773,15 +775,8 @@ mod tests {
             (j["k"].as_u64(), j["supernodes"].as_u64()),
             (Some(2), Some(2))
         );
-        let tests: Vec<f64> = j["test_accs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap())
-            .collect();
-        assert_eq!(tests.len(), 2);
-        let mean = j["test_acc_mean"].as_f64().unwrap();
-        assert!((mean - (tests[0] + tests[1]) / 2.0).abs() < 1e-9, "{j}");
+        let tests = assert_runs_average(j, "test_accs", "test_acc_mean", 2);
+        assert_runs_average(j, "val_accs", "val_acc_mean", 2);
         for field in ["test_acc_std", "val_acc_mean", "epoch_s_median"] {
             let v = j[field]
                 .as_f64()

@@ -58,3 +58,24 @@ pub fn scratch(tag: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Asserts that the `--json` summary `j` lists `runs` per-run values
+/// under `list` (e.g. `val_accs`) and that their mean is its `mean`
+/// field (e.g. `val_acc_mean`); returns the values.
+#[allow(dead_code)] // `attention_map`, which also includes this file, prints no summary
+pub fn assert_runs_average(j: &serde_json::Value, list: &str, mean: &str, runs: usize) -> Vec<f64> {
+    let values: Vec<f64> = j[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list} is not a list in {j}"))
+        .iter()
+        .map(|v| v.as_f64().unwrap_or_else(|| panic!("{list} in {j}")))
+        .collect();
+    assert_eq!(values.len(), runs, "{list} in {j}");
+    let expected = values.iter().sum::<f64>() / runs as f64;
+    let got = j[mean].as_f64().unwrap_or_else(|| panic!("{mean} in {j}"));
+    assert!(
+        (got - expected).abs() < 1e-9,
+        "{mean} {got} is not the mean of {list} in {j}"
+    );
+    values
+}
