@@ -86,6 +86,19 @@ struct Args {
     /// (`optim::ExponentialMovingAverage`, with warm-up; default: none).
     #[arg(long)]
     ema: Option<f64>,
+    /// Adversarial training of the input layer: each step also trains with
+    /// the first layer's input weights moved by this L2 norm along their
+    /// gradient (the fast gradient method, as text_classification's
+    /// `--adversarial` on the embedding table;
+    /// `NodeTrainConfig::adversarial_epsilon`; default: off; a step costs
+    /// about twice as much).
+    #[arg(long)]
+    adversarial: Option<f64>,
+    /// Epochs trained without `--adversarial` before its step starts
+    /// (`NodeTrainConfig::adversarial_warmup_epochs`; default 0: from the
+    /// first epoch; below --epochs). Needs `--adversarial`.
+    #[arg(long, default_value_t = 0)]
+    adversarial_warmup: usize,
     /// Dropout probability.
     #[arg(long, default_value_t = 0.5)]
     dropout: f64,
@@ -194,6 +207,12 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "--refit trains a model; it cannot be combined with --load".into(),
         ));
     }
+    if args.adversarial.is_none() && args.adversarial_warmup > 0 {
+        return Err(hdgcn::Error::InvalidConfig(format!(
+            "--adversarial-warmup {} delays the adversarial step: give --adversarial",
+            args.adversarial_warmup
+        )));
+    }
     if let Some(warning) = lr_width_warning(model_kind, args.lr, hidden) {
         eprintln!("{warning}");
     }
@@ -255,6 +274,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             weight_decay: args.weight_decay,
             label_smoothing: args.label_smoothing,
             ema_decay: args.ema,
+            adversarial_epsilon: args.adversarial,
+            adversarial_warmup_epochs: args.adversarial_warmup,
             seed,
             quiet: args.quiet,
             ..NodeTrainConfig::default()
@@ -326,6 +347,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "warmup_epochs": args.warmup_epochs,
             "label_smoothing": args.label_smoothing,
             "ema": args.ema,
+            "adversarial": args.adversarial,
+            "adversarial_warmup": args.adversarial.map(|_| args.adversarial_warmup),
             "refit": args.refit,
             "selected_test_accs": args.refit.then_some(&selected_test),
             "test_acc_mean": tm,
@@ -378,7 +401,7 @@ mod tests {
     }
 
     /// The fields README.md lists for `planetoid --json`.
-    const README_FIELDS: [&str; 31] = [
+    const README_FIELDS: [&str; 33] = [
         "dataset",
         "model",
         "split",
@@ -410,6 +433,8 @@ mod tests {
         "activation",
         "refit",
         "selected_test_accs",
+        "adversarial",
+        "adversarial_warmup",
     ];
 
     #[test]
@@ -526,6 +551,41 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("--refit"), "{err}");
+    }
+
+    #[test]
+    fn adversarial_reports_its_settings_and_changes_the_runs() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+        let mut common: Vec<&str> = "--model gcn --hidden 8 --epochs 6 --runs 1 --quiet --json"
+            .split_whitespace()
+            .collect();
+        common.extend(["--data-dir", data.to_str().unwrap()]);
+        let plain = run_on_cpu::<Args>(&parse(&common)).json;
+        assert_eq!(plain["adversarial"], serde_json::Value::Null);
+        assert_eq!(plain["adversarial_warmup"], serde_json::Value::Null);
+        let adv = run_on_cpu::<Args>(&parse(
+            &[
+                &common[..],
+                &["--adversarial", "2", "--adversarial-warmup", "1"],
+            ]
+            .concat(),
+        ))
+        .json;
+        assert_eq!(adv["adversarial"].as_f64(), Some(2.0));
+        assert_eq!(adv["adversarial_warmup"].as_u64(), Some(1));
+        assert_ne!(adv["val_accs"], plain["val_accs"], "{adv}");
+        let cpu = hdgcn::backend::Cpu::<f32>::new();
+        for (flags, needle) in [
+            (&["--adversarial-warmup", "2"][..], "give --adversarial"),
+            (
+                &["--adversarial", "0.5", "--adversarial-warmup", "6"],
+                "adversarial_warmup_epochs of 6",
+            ),
+            (&["--adversarial", "0"], "adversarial_epsilon"),
+        ] {
+            let err = run(&parse(&[&common[..], flags].concat()), &cpu, Device::Cpu).unwrap_err();
+            assert!(err.to_string().contains(needle), "{err}");
+        }
     }
 
     #[test]

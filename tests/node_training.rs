@@ -541,3 +541,104 @@ fn a_refit_trains_on_the_training_and_validation_nodes_and_keeps_the_last_weight
     assert!(matches!(err, Error::Empty(_)), "{err}");
     assert_eq!(values(&untouched), values(&model(&cpu)));
 }
+
+#[test]
+fn the_adversarial_step_starts_after_its_warm_up_and_changes_the_training() {
+    let cpu = C::new();
+    let task = dense_task(&cpu, 8);
+    let base = NodeTrainConfig { epochs: 6, ..cfg() };
+    let losses = |cfg: &NodeTrainConfig| {
+        refit_node_classifier(&mut model(&cpu), &task, cfg, 6)
+            .unwrap()
+            .train_losses
+    };
+    let plain = losses(&base);
+    let adv = NodeTrainConfig {
+        adversarial_epsilon: Some(0.5),
+        adversarial_warmup_epochs: 2,
+        ..base.clone()
+    };
+    let with_step = losses(&adv);
+    // Epochs 0 and 1 are plain; the step of epoch 2 first changes the
+    // weights, so the losses part from epoch 3 on.
+    assert_eq!(with_step[..3], plain[..3]);
+    assert!(
+        (with_step[3] - plain[3]).abs() > 1e-9,
+        "{} vs {}",
+        with_step[3],
+        plain[3]
+    );
+    // The same settings repeat to the last bit.
+    assert_eq!(losses(&adv), with_step);
+    // And a full selection run trains with it.
+    let (_, report, _) = trained(&cpu, &task, &adv);
+    assert!(report.final_loss.is_finite());
+}
+
+#[test]
+fn bad_adversarial_settings_are_errors_before_training() {
+    let cpu = C::new();
+    let task = dense_task(&cpu, 2);
+    for (eps, warmup, needle) in [
+        (0.0, 0, "adversarial_epsilon"),
+        (-1.0, 0, "adversarial_epsilon"),
+        (f64::NAN, 0, "adversarial_epsilon"),
+        (0.5, 30, "adversarial_warmup_epochs of 30"),
+    ] {
+        let mut m = model(&cpu);
+        let before = values(&m);
+        let bad = NodeTrainConfig {
+            adversarial_epsilon: Some(eps),
+            adversarial_warmup_epochs: warmup,
+            ..cfg()
+        };
+        let err = train_node_classifier(&mut m, &task, &bad).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidConfig(m) if m.contains(needle)),
+            "{err:?}"
+        );
+        assert_eq!(values(&m), before, "nothing trained");
+    }
+}
+
+#[test]
+fn the_input_weights_are_the_weights_that_multiply_the_features() {
+    let cpu = C::new();
+    let mut rng = StdRng::seed_from_u64(1);
+    let (d, h) = (7, 5);
+    let shapes = |m: &NodeClassifier<C>| -> Vec<(usize, usize)> {
+        m.input_params()
+            .iter()
+            .map(|p| p.to_array().dim())
+            .collect()
+    };
+    let gcn = NodeClassifier::gcn(&cpu, d, h, 2, 0.0, &mut rng).unwrap();
+    assert_eq!(shapes(&gcn), [(d, h)]);
+    let cheb = NodeClassifier::cheb(&cpu, d, h, 2, 3, 0.0, &mut rng).unwrap();
+    assert_eq!(shapes(&cheb), [(d, h); 3]);
+    // HDGCN: the prime layer's W0 only, although the HD units' weights
+    // (h x h) would have d rows too if d were h.
+    let hd = NodeClassifier::hdgcn(&cpu, h, h, 2, 4, 2, 0.0, &mut rng).unwrap();
+    let w0 = hd.input_params();
+    assert_eq!(w0.len(), 1);
+    let names: Vec<String> = hd
+        .named_params()
+        .into_iter()
+        .filter(|(_, p)| p.id() == w0[0].id())
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, ["conv1.prime.lin.weight"]);
+    let names_of = |m: &NodeClassifier<C>| -> Vec<String> {
+        let ids: Vec<_> = m.input_params().iter().map(|p| p.id()).collect();
+        m.named_params()
+            .into_iter()
+            .filter(|(_, p)| ids.contains(&p.id()))
+            .map(|(n, _)| n)
+            .collect()
+    };
+    assert!(
+        names_of(&gcn).iter().all(|n| n.ends_with("weight")),
+        "{:?}",
+        names_of(&gcn)
+    );
+}

@@ -4,11 +4,11 @@
 use std::time::Instant;
 
 use super::selection::{Selected, Selection};
-use crate::autograd::{Index, Param, Tape};
-use crate::backend::{Axis, Backend};
+use crate::autograd::{Gradients, Index, Param, Tape};
+use crate::backend::{Axis, Backend, BinaryOp, UnaryOp};
 use crate::conv::DeviceGraph;
 use crate::data::Split;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_positive};
 use crate::float::Float;
 use crate::models::NodeClassifier;
 use crate::nn::{Features, Module};
@@ -67,6 +67,22 @@ pub struct NodeTrainConfig {
     /// weights, while the optimiser trains on its own. `None` (the
     /// default): the weights of the last step.
     pub ema_decay: Option<f64>,
+    /// Adversarial training of the input layer (the fast gradient method,
+    /// as [`GraphTrainConfig::adversarial_epsilon`] does for the embedding
+    /// table): each step also runs the training loss with the first
+    /// convolution's input weights ([`NodeClassifier::input_params`])
+    /// moved by `ε g / ‖g‖`, `g` their gradient, under the same dropout
+    /// masks, and adds that pass's gradients to the plain ones before the
+    /// update; the weights are then put back. A step costs about twice as
+    /// much. `None` (the default): off. Must be finite and positive.
+    ///
+    /// [`GraphTrainConfig::adversarial_epsilon`]: super::GraphTrainConfig::adversarial_epsilon
+    pub adversarial_epsilon: Option<f64>,
+    /// Epochs trained without the step of
+    /// [`NodeTrainConfig::adversarial_epsilon`] before it starts (a refit
+    /// counts the same epochs). Must be below `epochs` when
+    /// `adversarial_epsilon` is set; 0 (the default): from the first epoch.
+    pub adversarial_warmup_epochs: usize,
     /// Seed of the dropout streams.
     pub seed: u64,
     /// Hide the progress bar.
@@ -85,6 +101,8 @@ impl Default for NodeTrainConfig {
             patience: None,
             label_smoothing: 0.0,
             ema_decay: None,
+            adversarial_epsilon: None,
+            adversarial_warmup_epochs: 0,
             seed: 0,
             quiet: true,
         }
@@ -189,6 +207,8 @@ struct NodeRunner<'a, B: Backend> {
     opt_rest: Adam<B>,
     first: Vec<Param<B>>,
     rest: Vec<Param<B>>,
+    /// The input weights that the adversarial step moves.
+    input: Vec<Param<B>>,
     /// All parameters, in the model's order (selection and the average).
     params: Vec<Param<B>>,
     schedule: Box<dyn LrSchedule>,
@@ -208,6 +228,16 @@ impl<'a, B: Backend> NodeRunner<'a, B> {
             return Err(Error::InvalidConfig("epochs must be at least 1".into()));
         }
         crate::autograd::check_label_smoothing(cfg.label_smoothing)?;
+        if let Some(eps) = cfg.adversarial_epsilon {
+            check_positive("adversarial_epsilon", eps)?;
+            if cfg.adversarial_warmup_epochs >= cfg.epochs {
+                return Err(Error::InvalidConfig(format!(
+                    "adversarial_warmup_epochs of {} leaves none of the {} epochs \
+                     for the adversarial step: it must be below the epochs",
+                    cfg.adversarial_warmup_epochs, cfg.epochs
+                )));
+            }
+        }
         let backend = task.graph.backend();
         let train_idx = Index::new(backend, train)?;
         let train_y = Index::new(backend, &labels_of(&task.labels, train, "training")?)?;
@@ -231,6 +261,7 @@ impl<'a, B: Backend> NodeRunner<'a, B> {
             opt_rest: base.weight_decay(0.0).build()?,
             first,
             rest,
+            input: model.input_params(),
             params,
             schedule: cfg.lr_schedule.schedule_with_warmup(
                 cfg.lr,
@@ -251,26 +282,16 @@ impl<'a, B: Backend> NodeRunner<'a, B> {
         let lr = self.schedule.lr_at(epoch);
         self.opt_first.set_learning_rate(lr);
         self.opt_rest.set_learning_rate(lr);
-        let tape = Tape::with_seed(
-            backend,
-            cfg.seed.wrapping_mul(1_000_003).wrapping_add(epoch as u64),
-        );
-        let logits = model.forward(&tape, &task.graph, &task.features.on_tape(&tape))?;
-        let loss = logits
-            .log_softmax(Axis::Cols)
-            .gather_rows(&self.train_idx)?
-            .nll_smoothed(&self.train_y, cfg.label_smoothing)?;
-        // The backward pass is recorded before the loss is read, so that on
-        // a GPU backend the device runs the forward pass while the host
-        // records the backward one (reading the loss waits for the device).
+        let seed = cfg.seed.wrapping_mul(1_000_003).wrapping_add(epoch as u64);
+        let tape = Tape::with_seed(backend, seed);
         // Both checks come before any update, so a diverged step leaves the
         // parameters (and the best snapshot) as they were.
-        let grads = loss.backward()?;
-        let value = loss.scalar()?;
-        if !value.is_finite() {
-            return Err(Error::Numerical(format!(
-                "training loss became {value} at epoch {epoch}"
-            )));
+        let (value, mut grads) = self.loss_and_grads(model, &tape, epoch)?;
+        if let Some(eps) = cfg
+            .adversarial_epsilon
+            .filter(|_| epoch >= cfg.adversarial_warmup_epochs)
+        {
+            self.add_adversarial_grads(model, eps, seed, epoch, &mut grads)?;
         }
         let norm = grad_norm(backend, &grads);
         if !norm.is_finite() {
@@ -297,6 +318,85 @@ impl<'a, B: Backend> NodeRunner<'a, B> {
         }
         Ok((value, ms))
     }
+
+    /// The (smoothed) training loss on `tape` and its gradients;
+    /// [`Error::Numerical`] if the loss is not finite.
+    fn loss_and_grads(
+        &self,
+        model: &NodeClassifier<B>,
+        tape: &Tape<B>,
+        epoch: usize,
+    ) -> Result<(f64, Gradients<B>)> {
+        let task = self.task;
+        let logits = model.forward(tape, &task.graph, &task.features.on_tape(tape))?;
+        let loss = logits
+            .log_softmax(Axis::Cols)
+            .gather_rows(&self.train_idx)?
+            .nll_smoothed(&self.train_y, self.cfg.label_smoothing)?;
+        // The backward pass is recorded before the loss is read, so that on
+        // a GPU backend the device runs the forward pass while the host
+        // records the backward one (reading the loss waits for the device).
+        let grads = loss.backward()?;
+        let value = loss.scalar()?;
+        if !value.is_finite() {
+            return Err(Error::Numerical(format!(
+                "training loss became {value} at epoch {epoch}"
+            )));
+        }
+        Ok((value, grads))
+    }
+
+    /// The fast gradient method on the input weights
+    /// ([`NodeTrainConfig::adversarial_epsilon`]): moves them by
+    /// `eps g / ‖g‖` (`g` their gradients in `grads`, one norm over all of
+    /// them), runs the loss again with the dropout stream of `seed`, adds
+    /// that pass's gradients to `grads` and restores the weights. A zero
+    /// (or non-finite) gradient leaves `grads` as it is.
+    fn add_adversarial_grads(
+        &self,
+        model: &NodeClassifier<B>,
+        eps: f64,
+        seed: u64,
+        epoch: usize,
+        grads: &mut Gradients<B>,
+    ) -> Result<()> {
+        let backend = self.task.graph.backend();
+        let used: Vec<(&Param<B>, &B::Tensor)> = self
+            .input
+            .iter()
+            .filter_map(|p| grads.get(p).map(|g| (p, g)))
+            .collect();
+        let tensors: Vec<&B::Tensor> = used.iter().map(|(_, g)| *g).collect();
+        let norm = backend
+            .sum_squares_many(&tensors)
+            .iter()
+            .sum::<f64>()
+            .sqrt();
+        if norm == 0.0 || !norm.is_finite() {
+            return Ok(());
+        }
+        let mut saved = Vec::with_capacity(used.len());
+        for (p, g) in used {
+            let original = p.shared_value();
+            let r = backend.unary(UnaryOp::Affine(eps / norm, 0.0), g);
+            p.set(backend.binary(BinaryOp::Add, &original, &r));
+            saved.push((p.clone(), original));
+        }
+        let adversarial = self.loss_and_grads(model, &Tape::with_seed(backend, seed), epoch);
+        for (p, original) in saved {
+            p.set_shared(original);
+        }
+        let (_, adv) = adversarial?;
+        for p in &self.params {
+            if let Some(g2) = adv.get(p) {
+                match grads.get_mut(p) {
+                    Some(g) => backend.add_assign(g, g2),
+                    None => grads.insert(p, g2.clone()),
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Trains `model` with Adam on the training nodes, selects the epoch with
@@ -309,7 +409,9 @@ impl<'a, B: Backend> NodeRunner<'a, B> {
 /// # Errors
 /// Before training: [`Error::InvalidConfig`] for zero epochs, an invalid
 /// learning rate or schedule, a label smoothing outside `[0, 1]`, an EMA
-/// decay outside `[0, 1)`, or a validation or test node without a label, [`Error::Empty`] for an empty
+/// decay outside `[0, 1)`, an adversarial ε that is not finite and
+/// positive or an adversarial warm-up of `epochs` or more, or a
+/// validation or test node without a label, [`Error::Empty`] for an empty
 /// split, [`Error::NonFinite`] for a NaN or infinite dense feature. During
 /// training: [`Error::Numerical`] when the loss or the gradient norm stops
 /// being finite; the step that found it updates nothing.
@@ -465,4 +567,141 @@ pub fn refit_node_classifier<B: Backend>(
         step_ms,
         train_losses,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::MvcAttnConfig;
+    use crate::backend::Cpu;
+    use crate::conv::HdChebConfig;
+    use crate::graph::Graph;
+    use crate::nn::Activation;
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+
+    /// A 10-node ring with two classes and noisy 6-d features.
+    fn ring_task(cpu: &Cpu<f64>) -> NodeTask<Cpu<f64>> {
+        let n = 10;
+        let edges: Vec<(usize, usize)> = (0..n)
+            .flat_map(|i| [(i, (i + 1) % n), ((i + 1) % n, i)])
+            .collect();
+        let mut rng = StdRng::seed_from_u64(4);
+        let x = ndarray::Array2::from_shape_fn((n, 6), |(i, j)| {
+            f64::from(u8::from(j == i % 2)) + rng.random_range(-0.5..0.5)
+        });
+        NodeTask {
+            graph: DeviceGraph::new(cpu, Graph::from_edges(n, &edges).unwrap()),
+            features: Features::Dense(Tape::new(cpu).constant_array(&x)),
+            labels: (0..n).map(|i| Some(i % 2)).collect(),
+            num_classes: 2,
+            split: Split {
+                train: (0..6).collect(),
+                val: (6..8).collect(),
+                test: (8..10).collect(),
+            },
+        }
+    }
+
+    /// HDGCN (K = 4, dropout 0.3, so that the two passes must share their
+    /// dropout masks) with a linear head.
+    fn hdgcn(cpu: &Cpu<f64>) -> NodeClassifier<Cpu<f64>> {
+        let mut rng = StdRng::seed_from_u64(9);
+        let mut attn = MvcAttnConfig::new(5);
+        attn.supernodes = 2;
+        let conv = HdChebConfig::in_model(6, 5, 4, 0.3)
+            .build_dynamic(cpu, &mut rng, &attn)
+            .unwrap();
+        NodeClassifier::new(vec![Box::new(conv)], 0.3, Activation::Relu)
+            .unwrap()
+            .with_head(cpu, 2, &mut rng)
+            .unwrap()
+    }
+
+    #[test]
+    fn the_adversarial_pass_adds_the_gradients_at_the_perturbed_input_weights_and_restores_them() {
+        let cpu = Cpu::<f64>::new();
+        let task = ring_task(&cpu);
+        let model = hdgcn(&cpu);
+        let eps = 0.05;
+        let cfg = NodeTrainConfig {
+            adversarial_epsilon: Some(eps),
+            ..NodeTrainConfig::default()
+        };
+        let runner = NodeRunner::new(&model, &task, &task.split.train, &cfg).unwrap();
+        assert_eq!(runner.input.len(), 1, "the prime layer's W0 only");
+        let w0 = runner.input[0].clone();
+        assert_eq!(w0.to_array().dim(), (6, 5));
+        let seed = 41;
+        let plain_pass = || runner.loss_and_grads(&model, &Tape::with_seed(&cpu, seed), 0);
+        let (loss, plain) = plain_pass().unwrap();
+        let mut grads = plain_pass().unwrap().1;
+        let before: Vec<_> = runner.params.iter().map(|p| p.to_array()).collect();
+        runner
+            .add_adversarial_grads(&model, eps, seed, 0, &mut grads)
+            .unwrap();
+        let after: Vec<_> = runner.params.iter().map(|p| p.to_array()).collect();
+        assert_eq!(after, before, "every parameter is restored");
+
+        // Independently: move W0 by hand and run the pass there.
+        let w = w0.to_array();
+        let g = cpu.download(plain.get(&w0).unwrap());
+        let norm = g.mapv(|v| v * v).sum().sqrt();
+        assert!(norm > 0.0);
+        w0.set(cpu.upload((&w + &(&g * (eps / norm))).view()));
+        let (adv_loss, adv) = plain_pass().unwrap();
+        w0.set(cpu.upload(w.view()));
+        // The step moves up the loss: L(θ + r) − L(θ) ≈ ε‖g‖ to first order.
+        let rise = adv_loss - loss;
+        assert!(
+            rise > 0.0 && (rise - eps * norm).abs() < 0.1 * eps * norm,
+            "rise {rise} against ε‖g‖ = {}",
+            eps * norm
+        );
+        for p in &runner.params {
+            let want = cpu.download(plain.get(p).unwrap()) + cpu.download(adv.get(p).unwrap());
+            let got = cpu.download(grads.get(p).unwrap());
+            let diff = (&got - &want).mapv(f64::abs).fold(0.0f64, |m, &v| m.max(v));
+            assert!(diff < 1e-12, "gradient differs by {diff}");
+        }
+        // Other parameters' gradients differ from the plain ones (the
+        // perturbation reached them through the forward pass).
+        let head = runner.params.last().unwrap();
+        let (a, b) = (
+            cpu.download(grads.get(head).unwrap()),
+            cpu.download(plain.get(head).unwrap()),
+        );
+        assert!((&a - &(&b * 2.0)).mapv(f64::abs).sum() > 1e-9);
+    }
+
+    #[test]
+    fn a_zero_input_gradient_leaves_the_gradients_as_they_are() {
+        let cpu = Cpu::<f64>::new();
+        let task = ring_task(&cpu);
+        let model = hdgcn(&cpu);
+        let cfg = NodeTrainConfig {
+            adversarial_epsilon: Some(0.5),
+            ..NodeTrainConfig::default()
+        };
+        let runner = NodeRunner::new(&model, &task, &task.split.train, &cfg).unwrap();
+        let pass = || {
+            let (_, mut g) = runner
+                .loss_and_grads(&model, &Tape::with_seed(&cpu, 1), 0)
+                .unwrap();
+            let w0 = &runner.input[0];
+            let zero = ndarray::Array2::<f64>::zeros(w0.to_array().dim());
+            g.insert(w0, cpu.upload(zero.view()));
+            g
+        };
+        let (mut grads, expect) = (pass(), pass());
+        runner
+            .add_adversarial_grads(&model, 0.5, 1, 0, &mut grads)
+            .unwrap();
+        for p in &runner.params {
+            let (a, b) = (
+                cpu.download(grads.get(p).unwrap()),
+                cpu.download(expect.get(p).unwrap()),
+            );
+            assert_eq!(a, b);
+        }
+    }
 }
