@@ -9,9 +9,10 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
+use super::adversarial;
 use super::selection::{Selected, Selection};
 use crate::autograd::{Gradients, Index, Param, Tape, Var};
-use crate::backend::{Axis, Backend, BinaryOp, UnaryOp};
+use crate::backend::{Axis, Backend};
 use crate::conv::DeviceGraph;
 use crate::error::{Error, Result, check_non_negative, check_positive};
 use crate::float::Float;
@@ -735,16 +736,11 @@ fn check_config(cfg: &GraphTrainConfig) -> Result<()> {
     crate::autograd::check_label_smoothing(cfg.label_smoothing)?;
     check_node_dropout(cfg.node_dropout)?;
     check_non_negative("rdrop_alpha", cfg.rdrop_alpha)?;
-    if let Some(eps) = cfg.adversarial_epsilon {
-        check_positive("adversarial_epsilon", eps)?;
-        if cfg.adversarial_warmup_epochs >= cfg.epochs {
-            return Err(Error::InvalidConfig(format!(
-                "adversarial_warmup_epochs of {} leaves none of the {} epochs \
-                 for the adversarial step: it must be below the epochs",
-                cfg.adversarial_warmup_epochs, cfg.epochs
-            )));
-        }
-    }
+    adversarial::check_settings(
+        cfg.adversarial_epsilon,
+        cfg.adversarial_warmup_epochs,
+        cfg.epochs,
+    )?;
     check_positive("input_lr_scale", cfg.input_lr_scale)
 }
 
@@ -930,33 +926,13 @@ impl<'a, B: Backend> EpochRunner<'a, B> {
         grads: &mut Gradients<B>,
     ) -> Result<()> {
         let backend = &self.backend;
-        let used: Vec<(&Param<B>, &B::Tensor)> = self
-            .input_params
-            .iter()
-            .filter_map(|p| grads.get(p).map(|g| (p, g)))
-            .collect();
-        let tensors: Vec<&B::Tensor> = used.iter().map(|(_, g)| *g).collect();
-        let norm = backend
-            .sum_squares_many(&tensors)
-            .iter()
-            .sum::<f64>()
-            .sqrt();
-        if norm == 0.0 || !norm.is_finite() {
+        let Some(moved) = adversarial::move_along_gradient(backend, &self.input_params, grads, eps)
+        else {
             return Ok(());
-        }
-        let mut saved = Vec::with_capacity(used.len());
-        for (p, g) in used {
-            let original = p.shared_value();
-            let r = backend.unary(UnaryOp::Affine(eps / norm, 0.0), g);
-            p.set(backend.binary(BinaryOp::Add, &original, &r));
-            saved.push((p.clone(), original));
-        }
-        let adversarial =
-            loss_and_grads(backend, model, b, self.cfg, seed, epoch, InputOffset::None);
-        for (p, original) in saved {
-            p.set_shared(original);
-        }
-        let (_, adv, _) = adversarial?;
+        };
+        let pass = loss_and_grads(backend, model, b, self.cfg, seed, epoch, InputOffset::None);
+        drop(moved);
+        let (_, adv, _) = pass?;
         self.accumulate(grads, &adv);
         Ok(())
     }
@@ -987,14 +963,7 @@ impl<'a, B: Backend> EpochRunner<'a, B> {
 
     /// Adds the gradients of a second pass, `more`, to `grads`.
     fn accumulate(&self, grads: &mut Gradients<B>, more: &Gradients<B>) {
-        for p in &self.params {
-            if let Some(g2) = more.get(p) {
-                match grads.get_mut(p) {
-                    Some(g) => self.backend.add_assign(g, g2),
-                    None => grads.insert(p, g2.clone()),
-                }
-            }
-        }
+        adversarial::add_gradients(&self.backend, &self.params, grads, more);
     }
 }
 

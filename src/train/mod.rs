@@ -1,5 +1,6 @@
 //! Training loops with model selection on validation data only.
 
+mod adversarial;
 mod graph;
 mod node;
 mod selection;

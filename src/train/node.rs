@@ -3,12 +3,13 @@
 
 use std::time::Instant;
 
+use super::adversarial;
 use super::selection::{Selected, Selection};
 use crate::autograd::{Gradients, Index, Param, Tape};
-use crate::backend::{Axis, Backend, BinaryOp, UnaryOp};
+use crate::backend::{Axis, Backend};
 use crate::conv::DeviceGraph;
 use crate::data::Split;
-use crate::error::{Error, Result, check_positive};
+use crate::error::{Error, Result};
 use crate::float::Float;
 use crate::models::NodeClassifier;
 use crate::nn::{Features, Module};
@@ -228,16 +229,11 @@ impl<'a, B: Backend> NodeRunner<'a, B> {
             return Err(Error::InvalidConfig("epochs must be at least 1".into()));
         }
         crate::autograd::check_label_smoothing(cfg.label_smoothing)?;
-        if let Some(eps) = cfg.adversarial_epsilon {
-            check_positive("adversarial_epsilon", eps)?;
-            if cfg.adversarial_warmup_epochs >= cfg.epochs {
-                return Err(Error::InvalidConfig(format!(
-                    "adversarial_warmup_epochs of {} leaves none of the {} epochs \
-                     for the adversarial step: it must be below the epochs",
-                    cfg.adversarial_warmup_epochs, cfg.epochs
-                )));
-            }
-        }
+        adversarial::check_settings(
+            cfg.adversarial_epsilon,
+            cfg.adversarial_warmup_epochs,
+            cfg.epochs,
+        )?;
         let backend = task.graph.backend();
         let train_idx = Index::new(backend, train)?;
         let train_y = Index::new(backend, &labels_of(&task.labels, train, "training")?)?;
@@ -361,40 +357,13 @@ impl<'a, B: Backend> NodeRunner<'a, B> {
         grads: &mut Gradients<B>,
     ) -> Result<()> {
         let backend = self.task.graph.backend();
-        let used: Vec<(&Param<B>, &B::Tensor)> = self
-            .input
-            .iter()
-            .filter_map(|p| grads.get(p).map(|g| (p, g)))
-            .collect();
-        let tensors: Vec<&B::Tensor> = used.iter().map(|(_, g)| *g).collect();
-        let norm = backend
-            .sum_squares_many(&tensors)
-            .iter()
-            .sum::<f64>()
-            .sqrt();
-        if norm == 0.0 || !norm.is_finite() {
+        let Some(moved) = adversarial::move_along_gradient(backend, &self.input, grads, eps) else {
             return Ok(());
-        }
-        let mut saved = Vec::with_capacity(used.len());
-        for (p, g) in used {
-            let original = p.shared_value();
-            let r = backend.unary(UnaryOp::Affine(eps / norm, 0.0), g);
-            p.set(backend.binary(BinaryOp::Add, &original, &r));
-            saved.push((p.clone(), original));
-        }
-        let adversarial = self.loss_and_grads(model, &Tape::with_seed(backend, seed), epoch);
-        for (p, original) in saved {
-            p.set_shared(original);
-        }
-        let (_, adv) = adversarial?;
-        for p in &self.params {
-            if let Some(g2) = adv.get(p) {
-                match grads.get_mut(p) {
-                    Some(g) => backend.add_assign(g, g2),
-                    None => grads.insert(p, g2.clone()),
-                }
-            }
-        }
+        };
+        let pass = self.loss_and_grads(model, &Tape::with_seed(backend, seed), epoch);
+        drop(moved);
+        let (_, adv) = pass?;
+        adversarial::add_gradients(backend, &self.params, grads, &adv);
         Ok(())
     }
 }
