@@ -41,8 +41,15 @@ fn cora() -> &'static Planetoid {
     })
 }
 
-/// Test accuracy of `model` ("gcn", "cheb", "hdgcn") trained with `seed` on `b`.
-fn train<B: Backend<Elem = f32>>(b: &B, model: &str, seed: u64, epochs: usize) -> f64 {
+/// Test accuracy of `model` ("gcn", "cheb", "hdgcn") trained with `seed` on
+/// `b`, with the adversarial step of `adversarial` (ε) if given.
+fn train<B: Backend<Elem = f32>>(
+    b: &B,
+    model: &str,
+    seed: u64,
+    epochs: usize,
+    adversarial: Option<f64>,
+) -> f64 {
     let data = cora();
     let graph = Graph::from_edges(data.num_nodes(), &data.edges).unwrap();
     let x = data.row_normalized_features();
@@ -64,6 +71,7 @@ fn train<B: Backend<Elem = f32>>(b: &B, model: &str, seed: u64, epochs: usize) -
     let cfg = NodeTrainConfig {
         epochs,
         seed,
+        adversarial_epsilon: adversarial,
         quiet: true,
         ..NodeTrainConfig::default()
     };
@@ -72,11 +80,15 @@ fn train<B: Backend<Elem = f32>>(b: &B, model: &str, seed: u64, epochs: usize) -
 }
 
 fn parity(model: &str, epochs: usize) {
+    parity_with(model, epochs, None);
+}
+
+fn parity_with(model: &str, epochs: usize, adversarial: Option<f64>) {
     let Some(gpu) = wgpu() else { return };
     let cpu = Cpu::<f32>::new();
     for seed in [0, 1] {
-        let a = train(&cpu, model, seed, epochs);
-        let g = train(&gpu, model, seed, epochs);
+        let a = train(&cpu, model, seed, epochs, adversarial);
+        let g = train(&gpu, model, seed, epochs, adversarial);
         eprintln!("{model} seed {seed}: cpu {a:.2} %, wgpu {g:.2} %");
         assert!(
             (a - g).abs() <= 1.0,
@@ -92,6 +104,13 @@ fn parity(model: &str, epochs: usize) {
 #[test]
 fn gcn_trains_like_the_cpu() {
     parity("gcn", 200);
+}
+
+#[test]
+fn gcn_with_the_adversarial_step_trains_like_the_cpu() {
+    // The step's kernels (sum of squares, affine, add) and the restore of
+    // the moved weights, on the device.
+    parity_with("gcn", 200, Some(0.5));
 }
 
 #[test]
