@@ -52,7 +52,7 @@ use hdgcn::nn::{Activation, Embedding, Features, Linear, Module};
 use hdgcn::optim::LrScheduleKind;
 use hdgcn::readout::GatedReadout;
 use hdgcn::train::{
-    AdversarialNorm, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig,
+    AdversarialNorm, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, SelectBy,
     train_graph_classifier,
 };
 use hdgcn::{Error, Result};
@@ -190,6 +190,7 @@ fn run(args: &Args) -> Result<()> {
             weight_decay: 0.0,
             optimizer: GraphOptimizer::AdaBelief,
             patience: None,
+            select_by: SelectBy::Accuracy,
             clip_grad_norm: Some(5.0),
             label_smoothing: 0.0,
             node_dropout: 0.0,

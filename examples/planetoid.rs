@@ -29,7 +29,8 @@ use hdgcn::models::NodeClassifier;
 use hdgcn::nn::{Activation, Features};
 use hdgcn::optim::LrScheduleKind;
 use hdgcn::train::{
-    NodeTask, NodeTrainConfig, evaluate_nodes, refit_node_classifier, train_node_classifier,
+    NodeTask, NodeTrainConfig, SelectBy, evaluate_nodes, refit_node_classifier,
+    train_node_classifier,
 };
 use hdgcn::util::{median, peak_rss_mb};
 use rand::SeedableRng;
@@ -56,10 +57,17 @@ struct Args {
     /// full split, the GCNII full-supervised protocol].
     #[arg(long)]
     epochs: Option<usize>,
-    /// Stop after this many epochs without a better validation accuracy
-    /// [default: none on the public split; 100 on the full split].
+    /// Stop after this many epochs without a better validation score (by
+    /// --select-by) [default: none on the public split; 100 on the full
+    /// split].
     #[arg(long)]
     patience: Option<usize>,
+    /// Which validation score picks each run's epoch and resets
+    /// --patience: accuracy (the highest; ties: the lower loss) | loss (the
+    /// lowest cross-entropy, as GCNII's full-supervised.py)
+    /// (`NodeTrainConfig::select_by`).
+    #[arg(long, default_value = "accuracy")]
+    select_by: SelectBy,
     /// Hidden width [default: 16; 64 for hdgcn models, as the paper].
     #[arg(long)]
     hidden: Option<usize>,
@@ -268,6 +276,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         let cfg = NodeTrainConfig {
             epochs,
             patience,
+            select_by: args.select_by,
             lr: args.lr,
             lr_schedule: args.lr_schedule,
             lr_warmup_epochs: args.warmup_epochs,
@@ -342,6 +351,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "activation": hd.then(|| activation.name()),
             "epochs": epochs,
             "patience": patience,
+            "select_by": args.select_by.as_str(),
             "lr": args.lr,
             "lr_schedule": args.lr_schedule.to_string(),
             "warmup_epochs": args.warmup_epochs,
@@ -401,7 +411,7 @@ mod tests {
     }
 
     /// The fields README.md lists for `planetoid --json`.
-    const README_FIELDS: [&str; 33] = [
+    const README_FIELDS: [&str; 34] = [
         "dataset",
         "model",
         "split",
@@ -435,6 +445,7 @@ mod tests {
         "selected_test_accs",
         "adversarial",
         "adversarial_warmup",
+        "select_by",
     ];
 
     #[test]
@@ -551,6 +562,25 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("--refit"), "{err}");
+    }
+
+    #[test]
+    fn select_by_reports_its_metric_and_picks_epochs_by_it() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+        let mut common: Vec<&str> = "--model gcn --hidden 8 --epochs 40 --runs 1 --quiet --json"
+            .split_whitespace()
+            .collect();
+        common.extend(["--data-dir", data.to_str().unwrap()]);
+        let acc = run_on_cpu::<Args>(&parse(&common)).json;
+        assert_eq!(acc["select_by"], "accuracy");
+        let loss =
+            run_on_cpu::<Args>(&parse(&[&common[..], &["--select-by", "loss"]].concat())).json;
+        assert_eq!(loss["select_by"], "loss");
+        // One training run, two picks: on the public split the validation
+        // loss bottoms out at another epoch than the accuracy peaks.
+        assert_ne!(loss["best_epochs"], acc["best_epochs"], "{loss}");
+        let err = Args::try_parse_from(["planetoid", "--select-by", "f1"]).unwrap_err();
+        assert!(err.to_string().contains("'f1'"), "{err}");
     }
 
     #[test]

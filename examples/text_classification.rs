@@ -42,8 +42,8 @@ use hdgcn::readout::{
     AttentionPooling, GatedReadout, MaxReadout, MeanMaxReadout, MeanReadout, Readout, SumReadout,
 };
 use hdgcn::train::{
-    AdversarialNorm, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, evaluate_graphs,
-    refit_graph_classifier, train_graph_classifier,
+    AdversarialNorm, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, SelectBy,
+    evaluate_graphs, refit_graph_classifier, train_graph_classifier,
 };
 use hdgcn::util::{median, peak_rss_mb};
 use rand::SeedableRng;
@@ -102,9 +102,15 @@ struct Args {
     /// Maximum epochs.
     #[arg(long, default_value_t = 30)]
     epochs: usize,
-    /// Early-stopping patience on validation accuracy.
+    /// Early-stopping patience: epochs without a better validation score
+    /// (by --select-by).
     #[arg(long, default_value_t = 5)]
     patience: usize,
+    /// Which validation score picks each run's epoch and resets
+    /// --patience: accuracy (the highest; ties: the lower loss) | loss (the
+    /// lowest cross-entropy) (`GraphTrainConfig::select_by`).
+    #[arg(long, default_value = "accuracy")]
+    select_by: SelectBy,
     /// Documents per mini-batch.
     #[arg(long, default_value_t = 64)]
     batch_size: usize,
@@ -465,6 +471,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             weight_decay: args.weight_decay,
             optimizer: args.optimizer,
             patience: Some(args.patience),
+            select_by: args.select_by,
             clip_grad_norm: args.clip,
             label_smoothing: args.label_smoothing,
             ema_decay: args.ema,
@@ -573,6 +580,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "position_encoding": args.position_encoding,
             "refit": args.refit,
             "refit_epochs": args.refit.then(|| flag_name(&args.refit_epochs)),
+            "select_by": args.select_by.as_str(),
             "refit_epoch_counts": args.refit.then_some(&refit_epoch_counts),
             "selected_test_accs": args.refit.then_some(&selected_test),
             "test_acc_mean": tm,
@@ -633,7 +641,7 @@ mod tests {
     ];
 
     /// The other fields README.md lists for `text_classification --json`.
-    const README_FIELDS: [&str; 36] = [
+    const README_FIELDS: [&str; 37] = [
         "malloc",
         "device",
         "adapter",
@@ -666,6 +674,7 @@ mod tests {
         "refit",
         "refit_epochs",
         "refit_epoch_counts",
+        "select_by",
         "selected_test_accs",
         "val_accs",
         "test_accs",
@@ -810,6 +819,13 @@ mod tests {
                 .collect();
         common.extend(["--data-dir", root_s]);
         let plain = run_on_cpu::<Args>(&parse(&[&common[..], &["--runs", "2"]].concat())).json;
+        assert_eq!(plain["select_by"], "accuracy");
+        let by_loss = run_on_cpu::<Args>(&parse(
+            &[&common[..], &["--runs", "2", "--select-by", "loss"]].concat(),
+        ))
+        .json;
+        assert_eq!(by_loss["select_by"], "loss");
+        assert_ne!(by_loss["best_epochs"], plain["best_epochs"], "{by_loss}");
         assert_eq!(plain["refit"], false);
         assert_eq!(plain["warmup_epochs"], 2);
         assert_eq!(plain["selected_test_accs"], serde_json::Value::Null);

@@ -3,7 +3,7 @@
 //! The crate's fieldless option enums ([`crate::attention::Routing`],
 //! [`crate::backend::Device`], [`crate::graph::Normalization`],
 //! [`crate::models::NodeWeighting`], [`crate::train::GraphOptimizer`],
-//! [`crate::train::AdversarialNorm`]) are chosen on command lines and
+//! [`crate::train::AdversarialNorm`], [`crate::train::SelectBy`]) are chosen on command lines and
 //! written to JSON reports. The macro gives each the same three pieces:
 //!
 //! - `as_str(self) -> &'static str`: the variant's lower-case name;

@@ -17,7 +17,7 @@ use hdgcn::optim::LrScheduleKind;
 use hdgcn::readout::{AttentionPooling, MeanMaxReadout, MeanReadout};
 use hdgcn::train::{
     AdversarialNorm, EpochRecord, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig,
-    evaluate_graphs, refit_graph_classifier, train_graph_classifier,
+    SelectBy, evaluate_graphs, refit_graph_classifier, train_graph_classifier,
 };
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -90,6 +90,7 @@ fn cfg(epochs: usize, optimizer: GraphOptimizer) -> GraphTrainConfig {
         weight_decay: 0.0,
         optimizer,
         patience: Some(15),
+        select_by: SelectBy::Accuracy,
         clip_grad_norm: None,
         label_smoothing: 0.0,
         node_dropout: 0.0,
@@ -194,6 +195,49 @@ fn runs_repeat_and_selection_never_looks_at_test_labels() {
     }
     assert_eq!(b.test_acc, a.test_acc);
     assert!((c.test_acc - (1.0 - a.test_acc)).abs() < 1e-12);
+}
+
+#[test]
+fn each_metric_selects_its_best_epoch_of_the_same_run() {
+    let mut data_rng = StdRng::seed_from_u64(12);
+    let data = cycles_and_stars(&mut data_rng, 60);
+    let (train, rest) = data.split_at(30);
+    let (val, test) = rest.split_at(15);
+    let cpu = Cpu::<f64>::new();
+    let run = |select_by| {
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut model =
+            GraphClassifier::gcn(&cpu, InputSpec::Dense(1), 8, 2, 2, 0.3, &mut rng).unwrap();
+        let c = GraphTrainConfig {
+            patience: None,
+            select_by,
+            ..cfg(12, GraphOptimizer::Adam)
+        };
+        let r = train_graph_classifier(&mut model, train, val, test, &c).unwrap();
+        let (acc, loss) = evaluate_graphs(&mut model, val, 7).unwrap();
+        assert_eq!(acc, r.val_acc, "the model holds the selected epoch");
+        assert!((loss - r.val_loss).abs() < 1e-12);
+        r
+    };
+    let a = run(SelectBy::Accuracy);
+    let l = run(SelectBy::Loss);
+    assert_eq!(
+        a.history, l.history,
+        "the metric changes the pick, not the run"
+    );
+    let h = &l.history;
+    let lowest = (0..h.len())
+        .min_by(|&x, &y| h[x].val_loss.total_cmp(&h[y].val_loss))
+        .unwrap();
+    let most_accurate = (0..h.len())
+        .max_by(|&x, &y| {
+            (h[x].val_acc.total_cmp(&h[y].val_acc)).then(h[y].val_loss.total_cmp(&h[x].val_loss))
+        })
+        .unwrap();
+    assert_eq!(l.best_epoch, lowest, "{h:?}");
+    assert_eq!(l.val_loss, h[lowest].val_loss);
+    assert_eq!(a.best_epoch, most_accurate, "{h:?}");
+    assert_eq!(a.val_acc, h[most_accurate].val_acc);
 }
 
 fn small_model(cpu: &Cpu<f64>, rng: &mut StdRng) -> GraphClassifier<Cpu<f64>> {

@@ -16,7 +16,7 @@ use hdgcn::models::NodeClassifier;
 use hdgcn::nn::{Activation, Features, Module};
 use hdgcn::optim::LrScheduleKind;
 use hdgcn::train::{
-    NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes, refit_node_classifier,
+    NodeTask, NodeTrainConfig, NodeTrainReport, SelectBy, evaluate_nodes, refit_node_classifier,
     train_node_classifier,
 };
 use ndarray::Array2;
@@ -364,6 +364,78 @@ fn the_moving_average_of_the_weights_is_what_gets_selected() {
     };
     let err = train_node_classifier(&mut model(&cpu), &task, &bad).unwrap_err();
     assert!(err.to_string().contains("decay"), "{err}");
+}
+
+#[test]
+fn selection_by_loss_keeps_the_epoch_of_the_lowest_validation_loss() {
+    let cpu = C::new();
+    // Two validation nodes carry the other clique's label, so the
+    // validation loss falls and then rises as the model grows confident,
+    // and its lowest point is not where the accuracy peaks.
+    let mut task = dense_task(&cpu, 8);
+    for &v in &task.split.val[..2] {
+        task.labels[v] = task.labels[v].map(|y| 1 - y);
+    }
+    let by_acc = NodeTrainConfig {
+        epochs: 25,
+        lr: 0.01,
+        ..cfg()
+    };
+    let by_loss = NodeTrainConfig {
+        select_by: SelectBy::Loss,
+        ..by_acc.clone()
+    };
+    let (_, a, _) = trained(&cpu, &task, &by_acc);
+    let (got, r, mut m) = trained(&cpu, &task, &by_loss);
+    let h = &r.val_history;
+    assert_eq!(
+        h, &a.val_history,
+        "the metric changes the pick, not the run"
+    );
+    assert_eq!(h.len(), by_loss.epochs);
+    let lowest = (0..h.len())
+        .min_by(|&x, &y| h[x].1.total_cmp(&h[y].1))
+        .unwrap();
+    let most_accurate = (0..h.len())
+        .max_by(|&x, &y| h[x].0.total_cmp(&h[y].0).then(h[y].1.total_cmp(&h[x].1)))
+        .unwrap();
+    assert_ne!(
+        lowest, most_accurate,
+        "the task must tell the two apart: {h:?}"
+    );
+    assert_eq!(a.best_epoch, most_accurate, "{h:?}");
+    assert_eq!(r.best_epoch, lowest, "{h:?}");
+    assert_eq!((r.val_acc, r.val_loss), h[lowest]);
+    // The restored weights are that epoch's: a run cut after it (which
+    // picks its own last epoch, the lowest loss so far) ends on them, and
+    // they evaluate to the recorded numbers.
+    let (cut, _, _) = trained(
+        &cpu,
+        &task,
+        &NodeTrainConfig {
+            epochs: lowest + 1,
+            ..by_loss.clone()
+        },
+    );
+    assert_eq!(got, cut);
+    assert_eq!(
+        evaluate_nodes(&mut m, &task, &task.split.val).unwrap(),
+        h[lowest]
+    );
+    // The patience counts epochs without a lower loss.
+    let first_rise = (1..h.len())
+        .find(|&e| h[e].1 >= h[e - 1].1)
+        .expect("the validation loss rises");
+    let (_, p, _) = trained(
+        &cpu,
+        &task,
+        &NodeTrainConfig {
+            patience: Some(1),
+            ..by_loss
+        },
+    );
+    assert_eq!(p.epochs_run, first_rise + 1);
+    assert_eq!(p.best_epoch, first_rise - 1);
 }
 
 #[test]

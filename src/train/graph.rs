@@ -10,7 +10,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
 use super::adversarial;
-use super::selection::{Selected, Selection};
+use super::selection::{SelectBy, Selected, Selection};
 use crate::autograd::{Gradients, Index, Param, Tape, Var};
 use crate::backend::{Axis, Backend};
 use crate::conv::DeviceGraph;
@@ -327,9 +327,12 @@ pub struct GraphTrainConfig {
     pub weight_decay: f64,
     /// The optimiser.
     pub optimizer: GraphOptimizer,
-    /// Stop after this many epochs without a better validation accuracy
-    /// (`None`: run all epochs).
+    /// Stop after this many epochs without a better validation score
+    /// (by `select_by`; `None`: run all epochs).
     pub patience: Option<usize>,
+    /// Which validation score selects the epoch and resets the patience
+    /// (default: accuracy, ties broken by the loss).
+    pub select_by: SelectBy,
     /// Clip the gradients of every step to this total L2 norm
     /// ([`crate::optim::clip_grad_norm`]); `None` (the default): no clipping.
     pub clip_grad_norm: Option<f64>,
@@ -419,6 +422,7 @@ impl Default for GraphTrainConfig {
             weight_decay: 0.0,
             optimizer: GraphOptimizer::Adam,
             patience: Some(20),
+            select_by: SelectBy::Accuracy,
             clip_grad_norm: None,
             label_smoothing: 0.0,
             node_dropout: 0.0,
@@ -437,7 +441,8 @@ impl Default for GraphTrainConfig {
 /// Outcome of [`train_graph_classifier`].
 #[derive(Debug, Clone)]
 pub struct GraphTrainReport {
-    /// Epoch (0-based) selected by validation accuracy (ties: lower validation loss).
+    /// Epoch (0-based) selected on validation
+    /// ([`GraphTrainConfig::select_by`]).
     pub best_epoch: usize,
     /// Validation accuracy at the selected epoch.
     pub val_acc: f64,
@@ -1059,9 +1064,10 @@ fn loss_and_grads<B: Backend>(
 }
 
 /// Trains `model` on `train` in shuffled mini-batches, selects the epoch
-/// with the best validation accuracy (ties: lower validation loss; the test
-/// graphs are never looked at for selection), restores those parameters
-/// and reports test accuracy there.
+/// with the best validation score ([`GraphTrainConfig::select_by`]:
+/// accuracy, ties broken by the loss, or the loss; the test graphs are
+/// never looked at for selection), restores those parameters and reports
+/// test accuracy there.
 ///
 /// Each mini-batch is one block-diagonal [`Batch`] on the device
 /// ([`DeviceGraph::from_batch`]); the order is reshuffled every epoch with
@@ -1092,7 +1098,7 @@ pub fn train_graph_classifier<B: Backend>(
     let mut runner = EpochRunner::new(model, train, cfg)?;
     let val_batches = prepare_all(&backend, val, cfg.batch_size)?;
 
-    let mut selection = Selection::new(cfg.patience);
+    let mut selection = Selection::new(cfg.patience, cfg.select_by);
     let mut epoch_secs = Vec::with_capacity(cfg.epochs);
     let mut history = Vec::with_capacity(cfg.epochs);
     let (mut epochs_run, mut final_loss) = (0, f64::NAN);

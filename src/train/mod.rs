@@ -13,6 +13,7 @@ pub use node::{
     NodeRefitReport, NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes,
     refit_node_classifier, train_node_classifier,
 };
+pub use selection::SelectBy;
 
 /// Checks that a refit trains `epochs` in `1..=budget`, the selection
 /// run's epochs (its schedule is laid out over `budget`).

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::adversarial;
-use super::selection::{Selected, Selection};
+use super::selection::{SelectBy, Selected, Selection};
 use crate::autograd::{Gradients, Index, Param, Tape};
 use crate::backend::{Axis, Backend};
 use crate::conv::DeviceGraph;
@@ -50,9 +50,12 @@ pub struct NodeTrainConfig {
     pub weight_decay: f64,
     /// Apply weight decay to the first layer only (Kipf & Welling; PyG's `gcn.py`).
     pub decay_first_layer_only: bool,
-    /// Stop after this many epochs without a better validation accuracy
-    /// (`None`: run all epochs).
+    /// Stop after this many epochs without a better validation score
+    /// (by `select_by`; `None`: run all epochs).
     pub patience: Option<usize>,
+    /// Which validation score selects the epoch and resets the patience
+    /// (default: accuracy, ties broken by the loss).
+    pub select_by: SelectBy,
     /// Label smoothing `ε` of the training loss, in `[0, 1]`
     /// ([`Var::nll_smoothed`], PyTorch's
     /// `CrossEntropyLoss(label_smoothing=ε)`); 0 (the default): plain
@@ -100,6 +103,7 @@ impl Default for NodeTrainConfig {
             weight_decay: 5e-4,
             decay_first_layer_only: true,
             patience: None,
+            select_by: SelectBy::Accuracy,
             label_smoothing: 0.0,
             ema_decay: None,
             adversarial_epsilon: None,
@@ -113,10 +117,13 @@ impl Default for NodeTrainConfig {
 /// Outcome of one training run.
 #[derive(Debug, Clone)]
 pub struct NodeTrainReport {
-    /// Epoch (0-based) selected by validation accuracy (ties: lower validation loss).
+    /// Epoch (0-based) selected on validation
+    /// ([`NodeTrainConfig::select_by`]).
     pub best_epoch: usize,
     /// Validation accuracy at the selected epoch.
     pub val_acc: f64,
+    /// Validation loss (plain cross-entropy) at the selected epoch.
+    pub val_loss: f64,
     /// Test accuracy at the selected epoch.
     pub test_acc: f64,
     /// Training accuracy at the selected epoch.
@@ -127,6 +134,9 @@ pub struct NodeTrainReport {
     pub step_ms: Vec<f64>,
     /// Training loss of the last epoch.
     pub final_loss: f64,
+    /// Validation accuracy and loss after every epoch run, in order (the
+    /// averaged weights' with [`NodeTrainConfig::ema_decay`]).
+    pub val_history: Vec<(f64, f64)>,
 }
 
 fn labels_of(task_labels: &[Option<usize>], nodes: &[usize], what: &str) -> Result<Vec<usize>> {
@@ -369,8 +379,9 @@ impl<'a, B: Backend> NodeRunner<'a, B> {
 }
 
 /// Trains `model` with Adam on the training nodes, selects the epoch with
-/// the best validation accuracy (the test nodes are never looked at for
-/// selection), restores those parameters and reports test accuracy there.
+/// the best validation score ([`NodeTrainConfig::select_by`]: accuracy or
+/// loss; the test nodes are never looked at for selection), restores
+/// those parameters and reports test accuracy there.
 ///
 /// Dense features may live on any tape (they are put on each step's tape
 /// as a constant).
@@ -392,10 +403,11 @@ pub fn train_node_classifier<B: Backend>(
     check_task(task)?;
     let backend = task.graph.backend().clone();
     let mut runner = NodeRunner::new(model, task, &task.split.train, cfg)?;
-    let mut selection = Selection::new(cfg.patience);
+    let mut selection = Selection::new(cfg.patience, cfg.select_by);
     let mut step_ms = Vec::with_capacity(cfg.epochs);
     let mut final_loss = f64::NAN;
     let mut epochs_run = 0;
+    let mut val_history = Vec::with_capacity(cfg.epochs);
     model.set_training(true);
     let pb = super::progress_bar(cfg.epochs as u64, cfg.quiet);
     for epoch in 0..cfg.epochs {
@@ -403,10 +415,11 @@ pub fn train_node_classifier<B: Backend>(
         final_loss = loss;
         step_ms.push(ms);
         epochs_run = epoch + 1;
-        let (val_acc, _) =
+        let (val_acc, val_loss) =
             selection.validate(epoch, &runner.params, runner.ema.as_mut(), || {
                 evaluate_nodes(model, task, &task.split.val)
             })?;
+        val_history.push((val_acc, val_loss));
         pb.set_message(format!("loss {final_loss:.4} val {val_acc:.4}"));
         pb.inc(1);
         if selection.should_stop() {
@@ -417,18 +430,20 @@ pub fn train_node_classifier<B: Backend>(
     let Selected {
         epoch: best_epoch,
         val_acc,
-        ..
+        val_loss,
     } = selection.restore(&backend, &runner.params)?;
     let (test_acc, _) = evaluate_nodes(model, task, &task.split.test)?;
     let (train_acc, _) = evaluate_nodes(model, task, &task.split.train)?;
     Ok(NodeTrainReport {
         best_epoch,
         val_acc,
+        val_loss,
         test_acc,
         train_acc,
         epochs_run,
         step_ms,
         final_loss,
+        val_history,
     })
 }
 
