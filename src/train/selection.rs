@@ -27,12 +27,14 @@ use crate::optim::ExponentialMovingAverage;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SelectBy {
     /// The highest validation accuracy; ties go to the lower validation
-    /// loss (PyTorch Geometric's examples, DGL's early stopping).
+    /// loss (as PyTorch Geometric's examples report test accuracy at the
+    /// best validation accuracy).
     #[default]
     Accuracy,
     /// The lowest validation loss (the plain cross-entropy, also under
     /// label smoothing); ties go to the higher accuracy. GCNII's
-    /// `full-supervised.py` protocol, which HDGCN's Cora table follows.
+    /// `full-supervised.py` selects and stops early this way on the
+    /// geom-gcn full-supervised splits.
     Loss,
 }
 
