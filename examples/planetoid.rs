@@ -291,7 +291,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         };
         if let Some(path) = &args.load {
             load_checkpoint(&model, path)?;
-            let (va, _) = evaluate_nodes(&mut model, &task, &task.split.val)?;
+            let va = evaluate_nodes(&mut model, &task, &task.split.val)?;
             let (te, _) = evaluate_nodes(&mut model, &task, &task.split.test)?;
             acc.push_loaded(path, va, te);
             continue;
@@ -325,7 +325,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                 median(&rep.step_ms)
             );
         }
-        acc.push(rep.val_acc, rep.test_acc, rep.best_epoch);
+        acc.push((rep.val_acc, rep.val_loss), rep.test_acc, rep.best_epoch);
         steps.extend(rep.step_ms);
     }
     let (tm, ts, vm) = acc.summary();
@@ -365,6 +365,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "test_acc_std": ts,
             "val_acc_mean": vm,
             "val_accs": acc.val,
+            "val_loss_mean": acc.val_loss_mean(),
+            "val_losses": acc.val_losses,
             "test_accs": acc.test,
             "best_epochs": acc.best_epochs,
             "train_step_ms_median": step,
@@ -411,7 +413,7 @@ mod tests {
     }
 
     /// The fields README.md lists for `planetoid --json`.
-    const README_FIELDS: [&str; 34] = [
+    const README_FIELDS: [&str; 36] = [
         "dataset",
         "model",
         "split",
@@ -446,6 +448,8 @@ mod tests {
         "adversarial",
         "adversarial_warmup",
         "select_by",
+        "val_loss_mean",
+        "val_losses",
     ];
 
     #[test]
@@ -500,6 +504,7 @@ mod tests {
         assert_eq!(j["head"], "linear");
         let tests = assert_runs_average(j, "test_accs", "test_acc_mean", 2);
         assert_runs_average(j, "val_accs", "val_acc_mean", 2);
+        assert_runs_average(j, "val_losses", "val_loss_mean", 2);
         assert!(
             j["train_step_ms_median"].as_f64().is_some_and(|v| v > 0.0),
             "{j}"

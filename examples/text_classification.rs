@@ -486,7 +486,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
         };
         if let Some(path) = &args.load {
             load_checkpoint(&model, path)?;
-            let (v, _) = evaluate_graphs(&mut model, &va, args.batch_size)?;
+            let v = evaluate_graphs(&mut model, &va, args.batch_size)?;
             let (t, _) = evaluate_graphs(&mut model, &te, args.batch_size)?;
             acc.push_loaded(path, v, t);
             continue;
@@ -536,7 +536,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
                 median(&rep.epoch_secs)
             );
         }
-        acc.push(rep.val_acc, rep.test_acc, rep.best_epoch);
+        acc.push((rep.val_acc, rep.val_loss), rep.test_acc, rep.best_epoch);
         epochs.extend(rep.epoch_secs);
     }
     let (tm, ts, vm) = acc.summary();
@@ -587,6 +587,8 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "test_acc_std": ts,
             "val_acc_mean": vm,
             "val_accs": acc.val,
+            "val_loss_mean": acc.val_loss_mean(),
+            "val_losses": acc.val_losses,
             "test_accs": acc.test,
             "best_epochs": acc.best_epochs,
             "epoch_s_median": ep,
@@ -641,7 +643,7 @@ mod tests {
     ];
 
     /// The other fields README.md lists for `text_classification --json`.
-    const README_FIELDS: [&str; 37] = [
+    const README_FIELDS: [&str; 39] = [
         "malloc",
         "device",
         "adapter",
@@ -675,6 +677,8 @@ mod tests {
         "refit_epochs",
         "refit_epoch_counts",
         "select_by",
+        "val_loss_mean",
+        "val_losses",
         "selected_test_accs",
         "val_accs",
         "test_accs",
@@ -786,6 +790,7 @@ mod tests {
         );
         let tests = assert_runs_average(j, "test_accs", "test_acc_mean", 2);
         assert_runs_average(j, "val_accs", "val_acc_mean", 2);
+        assert_runs_average(j, "val_losses", "val_loss_mean", 2);
         for field in ["test_acc_std", "val_acc_mean", "epoch_s_median"] {
             let v = j[field]
                 .as_f64()

@@ -230,6 +230,8 @@ pub fn parse_runs(s: &str) -> Result<usize, String> {
 pub struct Accuracies {
     /// Validation accuracy of each run.
     pub val: Vec<f64>,
+    /// Validation loss (cross-entropy) of each run, at its selected epoch.
+    pub val_losses: Vec<f64>,
     /// Test accuracy of each run.
     pub test: Vec<f64>,
     /// Selected (best validation) epoch of each trained run.
@@ -237,24 +239,26 @@ pub struct Accuracies {
 }
 
 impl Accuracies {
-    /// Records one trained run's accuracies, given as fractions, and its
-    /// selected epoch.
-    pub fn push(&mut self, val: f64, test: f64, best_epoch: usize) {
-        self.record(val, test);
+    /// Records one trained run's validation accuracy and loss, its test
+    /// accuracy (accuracies given as fractions) and its selected epoch.
+    pub fn push(&mut self, (val, val_loss): (f64, f64), test: f64, best_epoch: usize) {
+        self.record((val, val_loss), test);
         self.best_epochs.push(best_epoch);
     }
 
-    fn record(&mut self, val: f64, test: f64) {
+    fn record(&mut self, (val, val_loss): (f64, f64), test: f64) {
         self.val.push(100.0 * val);
+        self.val_losses.push(val_loss);
         self.test.push(100.0 * test);
     }
 
-    /// Records the accuracies of a loaded checkpoint and says what they were.
-    pub fn push_loaded(&mut self, path: &Path, val: f64, test: f64) {
+    /// Records the validation accuracy and loss and the test accuracy of a
+    /// loaded checkpoint and says what they were.
+    pub fn push_loaded(&mut self, path: &Path, val: (f64, f64), test: f64) {
         eprintln!(
             "loaded {}: val {:.2}  test {:.2}",
             path.display(),
-            100.0 * val,
+            100.0 * val.0,
             100.0 * test
         );
         self.record(val, test);
@@ -265,5 +269,10 @@ impl Accuracies {
         let (tm, ts) = mean_std(&self.test);
         let (vm, _) = mean_std(&self.val);
         (tm, ts, vm)
+    }
+
+    /// The mean validation loss over the runs.
+    pub fn val_loss_mean(&self) -> f64 {
+        mean_std(&self.val_losses).0
     }
 }
