@@ -347,6 +347,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "supernodes": (model_kind == ModelKind::Hdgcn).then_some(args.attn.supernodes),
             "routing": (model_kind == ModelKind::Hdgcn).then_some(args.attn.routing.as_str()),
             "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.attn.score_norm),
+            "attn_dropout": (model_kind == ModelKind::Hdgcn).then_some(args.attn.attn_dropout),
             "head": head.map(|h| flag_name(&h)),
             "activation": hd.then(|| activation.name()),
             "epochs": epochs,
@@ -413,7 +414,7 @@ mod tests {
     }
 
     /// The fields README.md lists for `planetoid --json`.
-    const README_FIELDS: [&str; 36] = [
+    const README_FIELDS: [&str; 37] = [
         "dataset",
         "model",
         "split",
@@ -441,6 +442,7 @@ mod tests {
         "supernodes",
         "routing",
         "score_norm",
+        "attn_dropout",
         "head",
         "activation",
         "refit",
@@ -567,6 +569,39 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("--refit"), "{err}");
+    }
+
+    #[test]
+    fn attention_dropout_reaches_mvcattn_and_is_checked() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+        let mut common: Vec<&str> =
+            "--k 2 --supernodes 3 --hidden 8 --epochs 8 --runs 1 --quiet --json"
+                .split_whitespace()
+                .collect();
+        common.extend(["--data-dir", data.to_str().unwrap()]);
+        let static_ = run_on_cpu::<Args>(&parse(
+            &[&common[..], &["--model", "hdgcn-static"]].concat(),
+        ))
+        .json;
+        assert_eq!(static_["attn_dropout"], serde_json::Value::Null);
+        common.extend(["--model", "hdgcn"]);
+        let plain = run_on_cpu::<Args>(&parse(&common)).json;
+        assert_eq!(plain["attn_dropout"].as_f64(), Some(0.0));
+        let dropped =
+            run_on_cpu::<Args>(&parse(&[&common[..], &["--attn-dropout", "0.5"]].concat())).json;
+        assert_eq!(dropped["attn_dropout"].as_f64(), Some(0.5));
+        assert_ne!(dropped["val_accs"], plain["val_accs"], "{dropped}");
+        let cpu = hdgcn::backend::Cpu::<f32>::new();
+        let err = run(
+            &parse(&[&common[..], &["--attn-dropout", "1"]].concat()),
+            &cpu,
+            Device::Cpu,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("dropout must be in [0, 1)"),
+            "{err}"
+        );
     }
 
     #[test]

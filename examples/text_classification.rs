@@ -556,6 +556,7 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
             "supernodes": (model_kind == ModelKind::Hdgcn).then_some(args.attn.supernodes),
             "routing": (model_kind == ModelKind::Hdgcn).then_some(args.attn.routing.as_str()),
             "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.attn.score_norm),
+            "attn_dropout": (model_kind == ModelKind::Hdgcn).then_some(args.attn.attn_dropout),
             "hidden": args.hidden,
             "layers": args.layers,
             "activation": activation.name(),
@@ -643,7 +644,7 @@ mod tests {
     ];
 
     /// The other fields README.md lists for `text_classification --json`.
-    const README_FIELDS: [&str; 39] = [
+    const README_FIELDS: [&str; 40] = [
         "malloc",
         "device",
         "adapter",
@@ -651,6 +652,7 @@ mod tests {
         "supernodes",
         "routing",
         "score_norm",
+        "attn_dropout",
         "hidden",
         "layers",
         "activation",

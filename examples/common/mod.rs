@@ -178,6 +178,11 @@ pub struct AttnFlags {
     /// states and on Ŝ where they enter the scores (`MvcAttnConfig::score_norm`).
     #[arg(long)]
     pub score_norm: bool,
+    /// Dropout on MVCAttn's attention maps `A_f` and `A_b` after their
+    /// softmax, in [0, 1) (dynamic HDGCN; `MvcAttnConfig::dropout`, as
+    /// GAT's attention dropout; default 0: none).
+    #[arg(long, default_value_t = 0.0)]
+    pub attn_dropout: f64,
 }
 
 impl AttnFlags {
@@ -197,6 +202,7 @@ impl AttnFlags {
                 attn.supernodes = self.supernodes;
                 attn.routing = self.routing;
                 attn.score_norm = self.score_norm;
+                attn.dropout = self.attn_dropout;
                 Ok(Box::new(cfg.build_dynamic(backend, rng, &attn)?))
             }
             ModelKind::HdgcnStatic => Ok(Box::new(cfg.build_static(backend, rng)?)),
