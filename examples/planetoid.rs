@@ -224,6 +224,9 @@ fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgc
     if let Some(warning) = lr_width_warning(model_kind, args.lr, hidden) {
         eprintln!("{warning}");
     }
+    if let Some(warning) = args.attn.ignored_warning(model_kind) {
+        eprintln!("{warning}");
+    }
     let root = data_root(args.data_dir.as_deref());
     let data = Planetoid::load(&planetoid_dir(&root), &args.dataset)?;
     let graph = Graph::from_edges(data.num_nodes(), &data.edges)?;
@@ -655,6 +658,45 @@ mod tests {
         ] {
             let err = run(&parse(&[&common[..], flags].concat()), &cpu, Device::Cpu).unwrap_err();
             assert!(err.to_string().contains(needle), "{err}");
+        }
+    }
+
+    #[test]
+    fn mvcattn_flags_warn_for_models_without_mvcattn() {
+        let warning = |flags: &[&str]| parse(flags).attn.ignored_warning(parse(flags).model);
+        let w = warning(&[
+            "--model",
+            "hdgcn-static",
+            "--supernodes",
+            "20",
+            "--score-norm",
+        ])
+        .expect("two flags the static variant ignores");
+        assert!(
+            w.contains("--supernodes, --score-norm configure MVCAttn"),
+            "{w}"
+        );
+        assert!(w.contains("--model hdgcn-static"), "{w}");
+        for (flag, value) in [
+            ("--supernodes", Some("4")),
+            ("--routing", Some("votes")),
+            ("--score-norm", None),
+            ("--attn-dropout", Some("0.3")),
+        ] {
+            let flags: Vec<&str> = ["--model", "gcn", flag].into_iter().chain(value).collect();
+            let w = warning(&flags).unwrap_or_else(|| panic!("{flag} is not reported"));
+            assert!(
+                w.starts_with(&format!("warning: {flag} configures MVCAttn")),
+                "{w}"
+            );
+            let mut dynamic = flags.clone();
+            dynamic[1] = "hdgcn";
+            assert_eq!(warning(&dynamic), None, "{flag} applies to hdgcn");
+        }
+        // Nothing set away from its default: nothing to report.
+        for model in ["gcn", "cheb", "hdgcn-static"] {
+            assert_eq!(warning(&["--model", model]), None);
+            assert_eq!(warning(&["--model", model, "--supernodes", "10"]), None);
         }
     }
 

@@ -307,6 +307,9 @@ impl Example for Args {
 fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgcn::Result<Report> {
     let model_kind = args.model;
     let activation: Activation = args.activation.parse()?;
+    if let Some(warning) = args.attn.ignored_warning(model_kind) {
+        eprintln!("{warning}");
+    }
     if args.layers == 0 {
         return Err(hdgcn::Error::InvalidConfig(
             "--layers must be at least 1 (graph convolutions before the readout)".into(),

@@ -164,12 +164,15 @@ pub enum ModelKind {
     HdgcnStatic,
 }
 
+/// `--supernodes` when not given (the paper's M = 10).
+pub const DEFAULT_SUPERNODES: usize = 10;
+
 /// The MVCAttn flags of the dynamic HDGCN (`#[command(flatten)]` into an
 /// example's arguments).
 #[derive(clap::Args, Debug)]
 pub struct AttnFlags {
     /// Supernodes M of MVCAttn (dynamic HDGCN).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = DEFAULT_SUPERNODES)]
     pub supernodes: usize,
     /// MVCAttn routing of the dynamic HDGCN: attention | votes (math.md §4).
     #[arg(long, default_value = "attention")]
@@ -186,6 +189,49 @@ pub struct AttnFlags {
 }
 
 impl AttnFlags {
+    /// The flags of this group set away from their defaults, by their
+    /// command-line names (`--supernodes`, `--routing`, `--score-norm`,
+    /// `--attn-dropout`).
+    pub fn set_flags(&self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        if self.supernodes != DEFAULT_SUPERNODES {
+            set.push("--supernodes");
+        }
+        if self.routing != Routing::Attention {
+            set.push("--routing");
+        }
+        if self.score_norm {
+            set.push("--score-norm");
+        }
+        if self.attn_dropout != 0.0 {
+            set.push("--attn-dropout");
+        }
+        set
+    }
+
+    /// A warning for flags of this group given with a `model` that has no
+    /// MVCAttn (every model but `hdgcn`), which then ignores them; `None`
+    /// when there are none or the model is `hdgcn`. A warning, not an
+    /// error: the static ablation is run as the dynamic command with
+    /// `--model hdgcn-static`, and the commands in docs/results.md rely on
+    /// that.
+    pub fn ignored_warning(&self, model: ModelKind) -> Option<String> {
+        let set = self.set_flags();
+        (model != ModelKind::Hdgcn && !set.is_empty()).then(|| {
+            let (verb, pronoun) = if set.len() == 1 {
+                ("configures", "it applies")
+            } else {
+                ("configure", "they apply")
+            };
+            format!(
+                "warning: {} {verb} MVCAttn, which --model {} does not have: ignored \
+                 ({pronoun} to --model hdgcn)",
+                set.join(", "),
+                flag_name(&model)
+            )
+        })
+    }
+
     /// The HD-ChebConv of `--model hdgcn` (MVCAttn transitions configured
     /// by these flags) or `--model hdgcn-static` (`Â²`), built from `cfg`;
     /// any other model is an error.
