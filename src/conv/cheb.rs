@@ -199,10 +199,6 @@ impl<B: Backend> GraphConv<B> for ChebConv<B> {
         self.config.in_channels
     }
 
-    fn input_params(&self) -> Vec<Param<B>> {
-        self.lins.iter().map(|l| l.weight.clone()).collect()
-    }
-
     fn out_channels(&self) -> usize {
         self.config.out_channels
     }

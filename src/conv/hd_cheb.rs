@@ -4,7 +4,7 @@ use rand::Rng;
 
 use super::{DeviceGraph, GcnConv, GraphConv, check_input};
 use crate::attention::{AttentionMaps, MvcAttn, MvcAttnConfig};
-use crate::autograd::{Param, Tape, Var};
+use crate::autograd::{Tape, Var};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::nn::{Activation, Dropout, Features, LayerNorm, Linear, Module, ParamVisitor};
@@ -344,12 +344,6 @@ impl<B: Backend, T: Transition<B>> GraphConv<B> for HdChebConv<B, T> {
 
     fn out_channels(&self) -> usize {
         self.config.hidden
-    }
-
-    /// The prime ChebNet's input weight `W0`: the only weight that
-    /// multiplies `X`.
-    fn input_params(&self) -> Vec<Param<B>> {
-        self.prime.input_params()
     }
 
     fn forward(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, x: &Features<B>) -> Result<Var<B>> {

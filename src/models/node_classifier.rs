@@ -236,17 +236,6 @@ impl<B: Backend> NodeClassifier<B> {
         self.convs.first().map(|c| c.params()).unwrap_or_default()
     }
 
-    /// The first convolution's input weights ([`GraphConv::input_params`]):
-    /// what [`NodeTrainConfig::adversarial_epsilon`] perturbs.
-    ///
-    /// [`NodeTrainConfig::adversarial_epsilon`]: crate::train::NodeTrainConfig::adversarial_epsilon
-    pub fn input_params(&self) -> Vec<crate::autograd::Param<B>> {
-        self.convs
-            .first()
-            .map(|c| c.input_params())
-            .unwrap_or_default()
-    }
-
     /// Parameters of every layer after the first (head included).
     pub fn other_params(&self) -> Vec<crate::autograd::Param<B>> {
         let mut out: Vec<_> = self.convs.iter().skip(1).flat_map(|c| c.params()).collect();
