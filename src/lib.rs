@@ -20,7 +20,9 @@
 //! | [`models`] | ready-made models ([`models::NodeClassifier`], [`models::GraphClassifier`]) |
 //! | [`readout`] | graph-level pooling ([`readout::Readout`]: sum, mean, max, gated, attention) |
 //! | [`optim`] | SGD, Adam, AdamW, AdaBelief, clipping, schedules |
-//! | [`data`], [`metrics`], [`train`] | datasets and splits, metrics, training loops |
+//! | [`train`] | the generic training loop ([`train::Trainer`] over [`train::TrainStep`]), node and graph classification |
+//! | [`data`], [`metrics`] | datasets and splits, metrics |
+//! | [`prelude`] | what a training program needs, in one `use` |
 //! | [`checkpoint`] | saving and loading parameters as safetensors files |
 //!
 //! ## Example: one ChebConv layer, forward and backward
@@ -64,6 +66,7 @@ pub mod models;
 mod named;
 pub mod nn;
 pub mod optim;
+pub mod prelude;
 pub mod readout;
 pub mod train;
 pub mod util;

@@ -14,6 +14,7 @@ use hdgcn::data::Planetoid;
 use hdgcn::graph::Graph;
 use hdgcn::models::NodeClassifier;
 use hdgcn::nn::Features;
+use hdgcn::optim::OptimizerKind;
 use hdgcn::train::{NodeTask, NodeTrainConfig, train_node_classifier};
 use rand::SeedableRng;
 
@@ -42,13 +43,13 @@ fn cora() -> &'static Planetoid {
 }
 
 /// Test accuracy of `model` ("gcn", "cheb", "hdgcn") trained with `seed` on
-/// `b`, with the adversarial step of `adversarial` (ε) if given.
+/// `b`, with `optimizer`.
 fn train<B: Backend<Elem = f32>>(
     b: &B,
     model: &str,
     seed: u64,
     epochs: usize,
-    adversarial: Option<f64>,
+    optimizer: OptimizerKind,
 ) -> f64 {
     let data = cora();
     let graph = Graph::from_edges(data.num_nodes(), &data.edges).unwrap();
@@ -71,7 +72,7 @@ fn train<B: Backend<Elem = f32>>(
     let cfg = NodeTrainConfig {
         epochs,
         seed,
-        adversarial_epsilon: adversarial,
+        optimizer,
         quiet: true,
         ..NodeTrainConfig::default()
     };
@@ -80,15 +81,15 @@ fn train<B: Backend<Elem = f32>>(
 }
 
 fn parity(model: &str, epochs: usize) {
-    parity_with(model, epochs, None);
+    parity_with(model, epochs, OptimizerKind::Adam);
 }
 
-fn parity_with(model: &str, epochs: usize, adversarial: Option<f64>) {
+fn parity_with(model: &str, epochs: usize, optimizer: OptimizerKind) {
     let Some(gpu) = wgpu() else { return };
     let cpu = Cpu::<f32>::new();
     for seed in [0, 1] {
-        let a = train(&cpu, model, seed, epochs, adversarial);
-        let g = train(&gpu, model, seed, epochs, adversarial);
+        let a = train(&cpu, model, seed, epochs, optimizer);
+        let g = train(&gpu, model, seed, epochs, optimizer);
         eprintln!("{model} seed {seed}: cpu {a:.2} %, wgpu {g:.2} %");
         assert!(
             (a - g).abs() <= 1.0,
@@ -107,10 +108,10 @@ fn gcn_trains_like_the_cpu() {
 }
 
 #[test]
-fn gcn_with_the_adversarial_step_trains_like_the_cpu() {
-    // The step's kernels (sum of squares, affine, add) and the restore of
-    // the moved weights, on the device.
-    parity_with("gcn", 200, Some(0.5));
+fn gcn_with_adabelief_trains_like_the_cpu() {
+    // AdaBelief's update kernel (rectified, decoupled decay) on the device,
+    // through the generic loop's two parameter groups.
+    parity_with("gcn", 200, OptimizerKind::AdaBelief);
 }
 
 #[test]

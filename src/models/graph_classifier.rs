@@ -407,6 +407,8 @@ impl<B: Backend> GraphClassifier<B> {
         x: &GraphInput<B>,
         input_weights: Option<&Var<B>>,
     ) -> Result<Var<B>> {
+        // A model without convolutions must not pool its raw input.
+        self.first_conv()?;
         let mut h = match (&self.input, x) {
             (Some(InputLayer::Embedding(e)), GraphInput::Tokens(idx)) => {
                 Features::Dense(e.forward(tape, idx)?)

@@ -718,7 +718,7 @@ pub fn train_graph_classifier<B: Backend>(
         test_acc,
         train_acc,
         epochs_run: fit.epochs_run,
-        epoch_secs: fit.history.iter().map(|r| r.secs).collect(),
+        epoch_secs: fit.epoch_secs,
         final_loss: fit.history.last().map_or(f64::NAN, |r| r.train_loss),
         history: fit.history,
     })

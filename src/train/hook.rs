@@ -69,3 +69,21 @@ pub trait Hook<B: Backend, M: TrainStep<B>> {
         Ok(true)
     }
 }
+
+/// A hook lent to the loop: the caller keeps it and reads what it
+/// gathered after `fit`.
+impl<B: Backend, M: TrainStep<B>, H: Hook<B, M> + ?Sized> Hook<B, M> for &mut H {
+    fn after_backward(
+        &mut self,
+        model: &M,
+        batch: &M::Batch,
+        ctx: &StepContext,
+        grads: &mut Gradients<B>,
+    ) -> Result<()> {
+        (**self).after_backward(model, batch, ctx, grads)
+    }
+
+    fn on_epoch_end(&mut self, record: &EpochRecord) -> Result<bool> {
+        (**self).on_epoch_end(record)
+    }
+}

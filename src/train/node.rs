@@ -336,6 +336,11 @@ pub fn train_node_classifier<B: Backend>(
     cfg: &NodeTrainConfig,
 ) -> Result<NodeTrainReport> {
     check_task(task)?;
+    if model.convs.is_empty() {
+        return Err(Error::InvalidConfig(
+            "a node classifier needs at least one convolution".into(),
+        ));
+    }
     let mut trainer = Trainer::new(cfg.train_config())?;
     let train = NodeBatch::new(task, &task.split.train)?;
     let val = NodeBatch::new(task, &task.split.val)?;

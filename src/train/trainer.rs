@@ -156,8 +156,6 @@ pub struct EpochRecord {
     pub val_acc: f64,
     /// Validation loss (plain cross-entropy) after the epoch.
     pub val_loss: f64,
-    /// Seconds of the epoch's training steps (no evaluation).
-    pub secs: f64,
 }
 
 /// Outcome of [`Trainer::fit`]: the model holds the weights of `best_epoch`.
@@ -174,6 +172,8 @@ pub struct FitReport {
     /// Milliseconds of every training step (forward, backward, hooks,
     /// optimiser; no evaluation).
     pub step_ms: Vec<f64>,
+    /// Seconds of every epoch's training steps (no evaluation), in order.
+    pub epoch_secs: Vec<f64>,
     /// One record per epoch run, in order.
     pub history: Vec<EpochRecord>,
 }
@@ -356,7 +356,7 @@ impl<'h, B: Backend, M: TrainStep<B>> Trainer<'h, B, M> {
         let mut state = self.run_state(model)?;
         let cfg = self.cfg.clone();
         let mut selection = Selection::new(cfg.patience, cfg.select_by);
-        let (mut step_ms, mut history) = (Vec::new(), Vec::new());
+        let (mut step_ms, mut epoch_secs, mut history) = (Vec::new(), Vec::new(), Vec::new());
         let mut step: u64 = 0;
         let pb = super::progress_bar(cfg.epochs as u64, cfg.quiet);
         model.set_training(true);
@@ -390,7 +390,7 @@ impl<'h, B: Backend, M: TrainStep<B>> Trainer<'h, B, M> {
                     "the training loader gave no batch in epoch {epoch}"
                 )));
             }
-            let secs = t0.elapsed().as_secs_f64();
+            epoch_secs.push(t0.elapsed().as_secs_f64());
             let (val_acc, val_loss) =
                 selection.validate(epoch, &state.params, state.ema.as_mut(), || {
                     evaluate(model, val).map(|e| (e.accuracy, e.loss))
@@ -402,7 +402,6 @@ impl<'h, B: Backend, M: TrainStep<B>> Trainer<'h, B, M> {
                 grad_norm: norm_sum / steps as f64,
                 val_acc,
                 val_loss,
-                secs,
             };
             history.push(record);
             pb.set_message(format!("loss {:.4} val {val_acc:.4}", record.train_loss));
@@ -427,6 +426,7 @@ impl<'h, B: Backend, M: TrainStep<B>> Trainer<'h, B, M> {
             val_loss,
             epochs_run: history.len(),
             step_ms,
+            epoch_secs,
             history,
         })
     }
