@@ -168,3 +168,441 @@ impl Example for Args {
         Ok(report)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::common::run_on_cpu;
+    use super::common::text::NodeWeights;
+    use super::testing::{assert_runs_average, parse_args, scratch, write_corpus};
+    use super::*;
+    use hdgcn::optim::OptimizerKind;
+    use std::path::Path;
+
+    fn parse(flags: &[&str]) -> Args {
+        parse_args(flags)
+    }
+
+    fn run_err(args: &Args) -> String {
+        args.run(&hdgcn::backend::Cpu::<f32>::new(), Device::Cpu)
+            .unwrap_err()
+            .to_string()
+    }
+
+    /// Writes `body` as the settings file `name` under `root`.
+    fn write_config(root: &Path, name: &str, body: &str) -> PathBuf {
+        let path = root.join(name);
+        std::fs::write(&path, body).unwrap();
+        path
+    }
+
+    /// The small model the tests train on the synthetic corpus.
+    const SMALL: &str = "dataset = \"r8\"\nmodel = \"hdgcn\"\nk = 2\nsupernodes = 2\nhidden = 8\n";
+
+    /// The fields issue 66 names for the last `--json` line.
+    const CONTRACT_FIELDS: [&str; 10] = [
+        "dataset",
+        "model",
+        "runs",
+        "test_acc_mean",
+        "test_acc_std",
+        "val_acc_mean",
+        "epoch_s_median",
+        "peak_rss_mb",
+        "test_accs",
+        "val_accs",
+    ];
+
+    /// The other fields the summary reports.
+    const OTHER_FIELDS: [&str; 39] = [
+        "malloc",
+        "config",
+        "device",
+        "adapter",
+        "split",
+        "seed",
+        "k",
+        "supernodes",
+        "routing",
+        "score_norm",
+        "attn_dropout",
+        "hidden",
+        "layers",
+        "activation",
+        "dropout",
+        "embed_dim",
+        "embed_init_std",
+        "embeddings",
+        "subwords",
+        "window",
+        "readout",
+        "node_weights",
+        "node_weights_at",
+        "position_encoding",
+        "epochs",
+        "batch_size",
+        "optimizer",
+        "lr",
+        "lr_schedule",
+        "warmup_epochs",
+        "weight_decay",
+        "patience",
+        "clip_grad_norm",
+        "label_smoothing",
+        "ema",
+        "select_by",
+        "val_loss_mean",
+        "val_losses",
+        "best_epochs",
+    ];
+
+    #[test]
+    fn the_issue_command_line_parses() {
+        let a = parse(&[
+            "--dataset",
+            "r52",
+            "--model",
+            "hdgcn-static",
+            "--k",
+            "4",
+            "--split",
+            "0.2",
+            "--hidden",
+            "32",
+            "--epochs",
+            "7",
+            "--lr",
+            "1e-2",
+            "--weight-decay",
+            "5e-4",
+            "--dropout",
+            "0.3",
+            "--embeddings",
+            "glove.txt",
+            "--runs",
+            "3",
+            "--seed",
+            "9",
+            "--data-dir",
+            "/data",
+            "--device",
+            "cpu",
+            "--save",
+            "m.safetensors",
+            "--json",
+            "--quiet",
+        ]);
+        let s = a.settings().unwrap();
+        assert_eq!(s.dataset, "r52");
+        assert_eq!(s.model, ModelKind::HdgcnStatic);
+        assert_eq!((s.k, s.split, s.hidden), (Some(4), 0.2, 32));
+        assert_eq!(
+            (s.train.epochs, s.train.lr, s.train.weight_decay),
+            (7, 1e-2, 5e-4)
+        );
+        assert_eq!(s.dropout, 0.3);
+        assert_eq!(s.embeddings.as_deref(), Some(Path::new("glove.txt")));
+        assert_eq!((s.runs, s.seed), (3, 9));
+        assert_eq!(s.save.as_deref(), Some(Path::new("m.safetensors")));
+        assert_eq!(a.data_dir.as_deref(), Some(Path::new("/data")));
+        assert!(a.run.json && a.quiet);
+        for (name, kind) in [
+            ("hdgcn", ModelKind::Hdgcn),
+            ("hdgcn-static", ModelKind::HdgcnStatic),
+            ("gcn", ModelKind::Gcn),
+            ("cheb", ModelKind::Cheb),
+        ] {
+            assert_eq!(parse(&["--model", name]).model, Some(kind));
+        }
+        // The runner's defaults: K = 6, 10 supernodes, width 64, window 3,
+        // batch 64, 30 epochs, patience 5, lr 1e-3, AdaBelief.
+        let d = parse(&[]).settings().unwrap();
+        assert_eq!(d, TextSettings::default());
+        assert_eq!((d.k(), d.supernodes, d.hidden, d.window), (6, 10, 64, 3));
+        assert_eq!((d.train.batch_size, d.train.epochs), (64, 30));
+        assert_eq!((d.train.patience, d.train.lr), (Some(5), 1e-3));
+        assert_eq!(d.train.optimizer, OptimizerKind::AdaBelief);
+        for bad in [
+            &["--model", "gat"][..],
+            &["--runs", "0"],
+            &["--supernodes", "4"],
+            &["--save", "a", "--load", "b"],
+        ] {
+            let argv = std::iter::once("text_classification").chain(bad.iter().copied());
+            assert!(Args::try_parse_from(argv).is_err(), "{bad:?}");
+        }
+        assert!(run_err(&parse(&["--split", "1.5"])).contains("split"));
+    }
+
+    #[test]
+    fn json_summary_has_the_contract_fields_and_a_saved_checkpoint_reloads() {
+        let root = scratch("json");
+        write_corpus(&root, "R8");
+        let config = write_config(
+            &root,
+            "small.toml",
+            &format!("{SMALL}[train]\nepochs = 8\nbatch_size = 8\nlr = 1e-2\n"),
+        );
+        let ckpt = root.join("model.safetensors");
+        let (root_s, ckpt_s) = (root.to_str().unwrap(), ckpt.to_str().unwrap());
+        let common = ["--config", config.to_str().unwrap(), "--quiet", "--json"];
+        let common = [&common[..], &["--data-dir", root_s]].concat();
+        let trained = run_on_cpu::<Args>(&parse(
+            &[&common[..], &["--runs", "2", "--save", ckpt_s]].concat(),
+        ));
+        let j = &trained.json;
+        for field in CONTRACT_FIELDS.iter().chain(&OTHER_FIELDS) {
+            assert!(j.get(field).is_some(), "missing {field:?} in {j}");
+        }
+        assert_eq!(j["dataset"], "r8");
+        assert_eq!(j["model"], "hdgcn");
+        assert_eq!(j["runs"], 2);
+        assert_eq!(
+            (j["k"].as_u64(), j["supernodes"].as_u64()),
+            (Some(2), Some(2))
+        );
+        assert_eq!(
+            (j["epochs"].as_u64(), j["batch_size"].as_u64()),
+            (Some(8), Some(8))
+        );
+        assert_eq!(j["config"], config.to_str().unwrap());
+        let tests = assert_runs_average(j, "test_accs", "test_acc_mean", 2);
+        assert_runs_average(j, "val_accs", "val_acc_mean", 2);
+        assert_runs_average(j, "val_losses", "val_loss_mean", 2);
+        for field in ["test_acc_std", "val_acc_mean", "epoch_s_median"] {
+            let v = j[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{field} in {j}"));
+            assert!(v.is_finite() && v >= 0.0, "{field} = {v}");
+        }
+        assert!(trained.line.contains("test accuracy"), "{}", trained.line);
+        // The checkpoint is the last run's (seed 1) at its best epoch:
+        // evaluated again it gives that run's test accuracy exactly.
+        let loaded = run_on_cpu::<Args>(&parse(
+            &[
+                &common[..],
+                &["--runs", "1", "--seed", "1", "--load", ckpt_s],
+            ]
+            .concat(),
+        ));
+        assert_eq!(loaded.json["test_accs"][0].as_f64(), Some(tests[1]));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn selection_and_warm_up_come_from_the_config() {
+        let root = scratch("select");
+        write_corpus(&root, "R8");
+        let root_s = root.to_str().unwrap();
+        let train = "[train]\nepochs = 6\nbatch_size = 8\nlr = 1e-2\nlr_schedule = \"cosine\"\n\
+                     lr_warmup_epochs = 2\n";
+        let report = |extra: &str| {
+            let config = write_config(&root, "s.toml", &format!("{SMALL}{train}{extra}"));
+            let args = parse(&[
+                "--config",
+                config.to_str().unwrap(),
+                "--runs",
+                "2",
+                "--data-dir",
+                root_s,
+                "--quiet",
+            ]);
+            match args.run(&hdgcn::backend::Cpu::<f32>::new(), Device::Cpu) {
+                Ok(r) => Ok(r.json),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let plain = report("").unwrap();
+        assert_eq!(plain["select_by"], "accuracy");
+        assert_eq!(plain["warmup_epochs"], 2);
+        assert_eq!(plain["lr_schedule"], "cosine");
+        let by_loss = report("select_by = \"loss\"\n").unwrap();
+        assert_eq!(by_loss["select_by"], "loss");
+        assert_ne!(by_loss["best_epochs"], plain["best_epochs"], "{by_loss}");
+        // A warm-up as long as the run: refused before any training.
+        let err = report("epochs = 2\n").unwrap_err();
+        assert!(err.contains("s.toml") || err.contains("warm-up"), "{err}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn tfidf_weights_at_the_readout_or_the_input() {
+        let root = scratch("tfidf");
+        write_corpus(&root, "R8");
+        let root_s = root.to_str().unwrap();
+        let report = |at: &str| {
+            let config = write_config(
+                &root,
+                "w.toml",
+                &format!(
+                    "{SMALL}readout = \"mean\"\nnode_weights = \"tfidf\"\n\
+                     node_weights_at = \"{at}\"\n[train]\nepochs = 3\nbatch_size = 8\n"
+                ),
+            );
+            let c = config.to_str().unwrap();
+            run_on_cpu::<Args>(&parse(&["--config", c, "--data-dir", root_s, "--quiet"])).json
+        };
+        let (readout, input) = (report("readout"), report("input"));
+        assert_eq!(readout["node_weights"], "tfidf");
+        assert_eq!(readout["node_weights_at"], "readout");
+        assert_eq!(input["node_weights_at"], "input");
+        assert_eq!(report("Both")["node_weights_at"], "both");
+        // Without weights there is nothing to place: an error, not a no-op.
+        let config = write_config(&root, "none.toml", "node_weights_at = \"input\"\n");
+        let err = TextSettings::from_toml_file(&config)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("node_weights = \"tfidf\""), "{err}");
+        assert_eq!(
+            TextSettings::default().node_weights,
+            NodeWeights::None,
+            "the default"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn glove_vectors_set_the_embedding_width() {
+        let root = scratch("glove");
+        write_corpus(&root, "R8");
+        let glove = root.join("glove.txt");
+        std::fs::write(
+            &glove,
+            "grain 0.1 0.2 0.3 0.4 0.5\noil -0.1 0.0 0.2 0.3 -0.4\n",
+        )
+        .unwrap();
+        let args = parse(&[
+            "--dataset",
+            "r8",
+            "--model",
+            "gcn",
+            "--hidden",
+            "8",
+            "--epochs",
+            "1",
+            "--embeddings",
+            glove.to_str().unwrap(),
+            "--data-dir",
+            root.to_str().unwrap(),
+            "--quiet",
+        ]);
+        let j = run_on_cpu::<Args>(&args).json;
+        assert_eq!(j["embed_dim"], 5, "{j}");
+        assert_eq!(j["k"], serde_json::Value::Null);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_missing_corpus_is_an_error_naming_the_file() {
+        let root = scratch("missing");
+        let args = parse(&["--dataset", "ohsumed", "--data-dir", root.to_str().unwrap()]);
+        assert!(run_err(&args).contains("ohsumed.txt"));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_bad_config_fails_naming_the_file_and_the_key() {
+        let root = scratch("badconfig");
+        for (name, body, key, problem) in [
+            (
+                "unknown.toml",
+                "dataset = \"r8\"\nsupernode = 4\n",
+                "supernode",
+                "unknown field",
+            ),
+            (
+                "train.toml",
+                "[train]\nepochs = 3\nlrr = 0.1\n",
+                "lrr",
+                "unknown field",
+            ),
+            (
+                "type.toml",
+                "[train]\nlr = \"fast\"\n",
+                "train.lr",
+                "invalid type",
+            ),
+            ("value.toml", "model = \"gat\"\n", "model", "hdgcn-static"),
+            (
+                "optim.toml",
+                "[train]\noptimizer = \"lbfgs\"\n",
+                "train.optimizer",
+                "lbfgs",
+            ),
+            (
+                "runner.toml",
+                "runner = \"planetoid\"\n",
+                "runner",
+                "planetoid",
+            ),
+            ("runs.toml", "runs = 0\n", "runs", "at least 1"),
+            (
+                "seed.toml",
+                "[train]\nseed = 3\n",
+                "train.seed",
+                "top level",
+            ),
+        ] {
+            let path = write_config(&root, name, body);
+            let err = TextSettings::from_toml_file(&path).unwrap_err();
+            assert!(
+                matches!(err, hdgcn::Error::InvalidConfig(_)),
+                "{name}: {err:?}"
+            );
+            let msg = err.to_string();
+            for want in [name, key, problem] {
+                assert!(msg.contains(want), "{name}: {want:?} not in {msg:?}");
+            }
+        }
+        // Through the runner, before any data is read.
+        let path = write_config(&root, "unknown.toml", "supernode = 4\n");
+        let args = parse(&[
+            "--config",
+            path.to_str().unwrap(),
+            "--data-dir",
+            "/nonexistent",
+        ]);
+        let msg = run_err(&args);
+        assert!(
+            msg.contains("unknown.toml") && msg.contains("supernode"),
+            "{msg}"
+        );
+        let missing = root.join("absent.toml");
+        let err = TextSettings::from_toml_file(&missing).unwrap_err();
+        assert!(err.to_string().contains("absent.toml"), "{err}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_train_table_keeps_the_runners_other_defaults_and_flags_override_the_file() {
+        let root = scratch("override");
+        let path = write_config(&root, "o.toml", "hidden = 16\n[train]\nlr = 0.01\n");
+        let s = TextSettings::from_toml_file(&path).unwrap();
+        assert_eq!((s.hidden, s.train.lr), (16, 0.01));
+        // Not GraphTrainConfig's own defaults (100 epochs, batch 32, Adam).
+        assert_eq!((s.train.epochs, s.train.batch_size), (30, 64));
+        assert_eq!(s.train.optimizer, OptimizerKind::AdaBelief);
+        let c = path.to_str().unwrap();
+        let s = parse(&["--config", c, "--hidden", "24", "--lr", "0.5"])
+            .settings()
+            .unwrap();
+        assert_eq!((s.hidden, s.train.lr, s.train.epochs), (24, 0.5, 30));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn every_text_config_parses() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/text");
+        let mut seen = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let s = TextSettings::from_toml_file(&path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert_eq!(s.runner.as_deref(), Some("text_classification"));
+                seen.push(s.dataset);
+            }
+        }
+        seen.sort();
+        assert_eq!(seen, ["mr", "ohsumed", "r52", "r8"]);
+    }
+}
