@@ -14,6 +14,8 @@ use hdgcn::backend::{Backend, Device, WithBackend};
 use hdgcn::conv::{GraphConv, HdChebConfig};
 use hdgcn::util::mean_std;
 
+pub mod text;
+
 /// `--malloc`: how the process allocates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Malloc {
