@@ -71,6 +71,17 @@ pub fn configure_malloc(malloc: Malloc) {
     }
 }
 
+/// A published number a config is compared with (its `[reference]`
+/// table): what the results tables print beside the run's own.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    /// Test accuracy in percent.
+    pub accuracy: f64,
+    /// Where it was published (paper, table, row).
+    pub source: String,
+}
+
 /// What a training example reports when it is done.
 #[derive(Debug, Clone)]
 pub struct Report {

@@ -174,6 +174,9 @@ pub struct TextSettings {
     /// Base seed: run r initialises, splits, shuffles and drops out with
     /// seed + r.
     pub seed: u64,
+    /// The published number this experiment is compared with
+    /// (`[reference]`: `accuracy`, `source`); not read by the run.
+    pub reference: Option<super::Reference>,
     /// The training loop (`[train]`): epochs, batch_size, lr, optimizer,
     /// lr_schedule, patience, select_by, clip_grad_norm, label_smoothing,
     /// ema_decay, ... (`seed` and `quiet` are the run's, not set here).
@@ -229,6 +232,7 @@ impl Default for TextSettings {
             min_count: 1,
             runs: 1,
             seed: 0,
+            reference: None,
             train: default_text_train(),
             save: None,
             load: None,
