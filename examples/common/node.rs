@@ -281,7 +281,9 @@ impl NodeSettings {
                 .unwrap_or((1, 1));
             Error::InvalidConfig(format!(
                 "{file}:{line}:{col}: {key}{}",
-                e.message().trim_end()
+                e.message()
+                    .trim_end()
+                    .trim_start_matches("invalid configuration: ")
             ))
         })?;
         // Which loop keys the file gives (the split's protocol fills the others).
