@@ -155,14 +155,14 @@ fn run(args: &Args) -> Result<()> {
     let mut loader = GraphLoader::new(&backend, &train, cfg.batch_size, cfg.seed)?;
     let val_batches = batches(&val)?;
     let fit = Trainer::new(cfg.train_config())?.fit(&mut model, &mut loader, &val_batches)?;
-    for r in &fit.history {
+    for (r, secs) in fit.history.iter().zip(&fit.epoch_secs) {
         println!(
             "epoch {:3}  lr {:.2e}  loss {:.4}  val acc {:.2}  ({:.1} s)",
             r.epoch + 1,
             r.lr,
             r.train_loss,
             100.0 * r.val_acc,
-            r.secs
+            secs
         );
     }
 

@@ -15,6 +15,8 @@
 //! first run starts: a bad file stops everything with an error naming the
 //! file, the key and the problem.
 
+// The runners' shared code; reproduce uses their settings and run functions only.
+#[allow(dead_code)]
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -101,9 +103,8 @@ fn read(path: &Path, runs: Option<usize>) -> hdgcn::Result<Experiment> {
         path: path.to_path_buf(),
         source: e,
     })?;
-    let table: toml::Table = toml::from_str(&text).map_err(|e| {
-        Error::InvalidConfig(format!("{}: {}", path.display(), e.message()))
-    })?;
+    let table: toml::Table = toml::from_str(&text)
+        .map_err(|e| Error::InvalidConfig(format!("{}: {}", path.display(), e.message())))?;
     let runner = table.get("runner").and_then(|v| v.as_str());
     let mut exp = match runner {
         Some("planetoid") => Experiment::Node(Box::new(NodeSettings::from_toml_file(path)?)),
@@ -135,6 +136,7 @@ fn read(path: &Path, runs: Option<usize>) -> hdgcn::Result<Experiment> {
 
 fn main() {
     let args = Args::parse();
+    common::configure_malloc(common::Malloc::Reuse);
     if let Err(e) = run(&args) {
         eprintln!("error: {e}");
         std::process::exit(1);
@@ -245,7 +247,9 @@ mod tests {
         for (name, text, key) in cases {
             let f = dir.join(name);
             std::fs::write(&f, text).unwrap();
-            let err = read(&f, None).err().unwrap_or_else(|| panic!("{name} was accepted"));
+            let err = read(&f, None)
+                .err()
+                .unwrap_or_else(|| panic!("{name} was accepted"));
             let msg = err.to_string();
             assert!(msg.contains(name), "{name}: {msg}");
             assert!(msg.contains(key), "{name}: {msg}");

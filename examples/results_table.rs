@@ -63,8 +63,7 @@ fn main() {
 fn run(args: &Args) -> Result<(), String> {
     let mut latest: BTreeMap<String, Record> = BTreeMap::new();
     for file in &args.records {
-        let text =
-            std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;

@@ -76,17 +76,18 @@ fn two_communities(dropout: f64, seed: u64) -> MeanAgg {
     let n = 60;
     let class = |i: usize| usize::from(i >= n / 2);
     let mut adj = vec![vec![false; n]; n];
+    let pairs: Vec<(usize, usize)> = (0..n)
+        .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
+        .collect();
+    for (i, j) in pairs {
+        let p = if class(i) == class(j) { 0.3 } else { 0.02 };
+        if rng.random_bool(p) {
+            adj[i][j] = true;
+            adj[j][i] = true;
+        }
+    }
     for (i, row) in adj.iter_mut().enumerate() {
         row[i] = true;
-    }
-    for i in 0..n {
-        for j in i + 1..n {
-            let p = if class(i) == class(j) { 0.3 } else { 0.02 };
-            if rng.random_bool(p) {
-                adj[i][j] = true;
-                adj[j][i] = true;
-            }
-        }
     }
     let mut tri = TriMat::new((n, n));
     for (i, row) in adj.iter().enumerate() {

@@ -2,9 +2,9 @@
 //! validation-only model selection, batching, error paths.
 
 use hdgcn::Error;
-use hdgcn::autograd::gradcheck::{check_inputs, check_params};
+use hdgcn::autograd::gradcheck::check_params;
 use hdgcn::autograd::{Index, Tape};
-use hdgcn::backend::{Axis, Backend, Cpu};
+use hdgcn::backend::{Axis, Cpu};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{DeviceGraph, GcnConv, GraphConv};
 use hdgcn::graph::{Batch, Graph};
@@ -16,8 +16,7 @@ use hdgcn::nn::{
 use hdgcn::optim::{LrScheduleKind, OptimizerKind};
 use hdgcn::readout::{AttentionPooling, MeanMaxReadout, MeanReadout};
 use hdgcn::train::{
-    EpochRecord, GraphFeatures, GraphSample, GraphTrainConfig, SelectBy, evaluate_graphs,
-    train_graph_classifier,
+    GraphFeatures, GraphSample, GraphTrainConfig, SelectBy, evaluate_graphs, train_graph_classifier,
 };
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};

@@ -14,6 +14,9 @@ use hdgcn::backend::{Backend, Device, WithBackend};
 use hdgcn::conv::{GraphConv, HdChebConfig};
 use hdgcn::util::mean_std;
 
+// `text_classification` includes this module too and uses none of it.
+#[allow(dead_code)]
+pub mod node;
 pub mod text;
 
 /// `--malloc`: how the process allocates.
@@ -228,6 +231,7 @@ impl AttnFlags {
     /// error: the static ablation is run as the dynamic command with
     /// `--model hdgcn-static`, and the commands in docs/results.md rely on
     /// that.
+    #[allow(dead_code)] // text_classification's; planetoid names config keys (node.rs)
     pub fn ignored_warning(&self, model: ModelKind) -> Option<String> {
         let set = self.set_flags();
         (model != ModelKind::Hdgcn && !set.is_empty()).then(|| {
