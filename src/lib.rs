@@ -60,6 +60,8 @@ pub mod conv;
 pub mod data;
 pub mod error;
 pub mod float;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod graph;
 pub mod metrics;
 pub mod models;

@@ -162,14 +162,14 @@ fn training_quirk_and_missing_final_newline() {
     write_corpus(
         &dir,
         "ohsumed",
-        "data/x/training/C02/1\ttraining\tC02\ndata/x/test/C01/2\ttest\tC01",
+        "data/x/training/C02/1\ttraining\tC02\ndata/x/test/C02/2\ttest\tC02",
         "heart attack\r\nvalve",
     );
     let c = TextCorpus::load(&dir, "ohsumed").unwrap();
     assert_eq!(c.docs.len(), 2);
-    assert_eq!(c.labels, ["C01", "C02"]);
+    assert_eq!(c.labels, ["C02"]);
     assert_eq!(c.docs[0].split, DocSplit::Train);
-    assert_eq!(c.docs[0].label, 1);
+    assert_eq!(c.docs[0].label, 0);
     assert_eq!(c.docs[0].id, "data/x/training/C02/1");
     assert_eq!(c.docs[0].tokens, ["heart", "attack"]);
     assert_eq!(c.docs[1].tokens, ["valve"]);
@@ -180,7 +180,7 @@ fn training_quirk_and_missing_final_newline() {
     write_corpus(
         &dir,
         "ohsumed",
-        "data/x/training/C02/1\ttraining\tC02\ndata/x/test/C01/2\ttest\tC01\n",
+        "data/x/training/C02/1\ttraining\tC02\ndata/x/test/C02/2\ttest\tC02\n",
         "heart attack\nvalve",
     );
     assert_eq!(TextCorpus::load(&dir, "ohsumed").unwrap(), c);
