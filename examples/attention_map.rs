@@ -73,7 +73,7 @@ struct Args {
     #[arg(long, default_value_t = 10)]
     epochs: usize,
     /// Learning rate of AdaBelief (gradients are clipped to total norm 5, as
-    /// in the text protocol of docs/results.md).
+    /// in the earlier text protocol, `git show 949970a:docs/results.md`).
     #[arg(long, default_value_t = 2e-3)]
     lr: f64,
     /// Load this checkpoint (saved by --save with the same options) instead of training.

@@ -716,8 +716,8 @@ fn rank_one_defect(g: &Array2<f64>) -> f64 {
 /// receives the same `Ŝ` row and every node the same output row. Then the
 /// gradients of both value weights are outer products (rank one), and the
 /// backward query and key weights get no gradient at all: the mechanism
-/// behind the collapse of wide HDGCN layers under Adam (docs/results.md,
-/// "Why wide dynamic layers collapse"). With a random query weight none of
+/// behind the collapse of wide HDGCN layers under Adam (the earlier lab notebook,
+/// `git show 949970a:docs/results.md`, "Why wide dynamic layers collapse"). With a random query weight none of
 /// this holds.
 #[test]
 fn uniform_forward_attention_gives_rank_one_value_gradients() {

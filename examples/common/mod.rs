@@ -229,7 +229,7 @@ impl AttnFlags {
     /// MVCAttn (every model but `hdgcn`), which then ignores them; `None`
     /// when there are none or the model is `hdgcn`. A warning, not an
     /// error: the static ablation is run as the dynamic command with
-    /// `--model hdgcn-static`, and the commands in docs/results.md rely on
+    /// `--model hdgcn-static`, and the earlier text protocols relied on
     /// that.
     #[allow(dead_code)] // text_classification's; planetoid names config keys (node.rs)
     pub fn ignored_warning(&self, model: ModelKind) -> Option<String> {

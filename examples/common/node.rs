@@ -686,8 +686,8 @@ pub fn run_node_with<B: Backend<Elem = f32>>(
 }
 
 /// The largest `lr × hidden` at which HDGCN (the dynamic variant) trained in
-/// every measured 50-epoch run on Cora with Adam (docs/results.md, "Why wide dynamic
-/// layers collapse"): the collapse sets in between 0.9 and 1.1.
+/// every measured 50-epoch run on Cora with Adam (docs/hdgcn.md, "What the experiments so far showed"; the earlier lab
+/// notebook, `git show 949970a:docs/results.md`, "Why wide dynamic layers collapse"): the collapse sets in between 0.9 and 1.1.
 const HDGCN_MAX_LR_WIDTH: f64 = 0.75;
 
 /// A warning for an HDGCN run whose learning rate times hidden width lies
@@ -702,7 +702,7 @@ pub fn lr_width_warning(model: ModelKind, lr: f64, hidden: usize) -> Option<Stri
             "warning: lr {lr} x hidden {hidden} = {product:.2}. In 50-epoch runs on Cora (K = 6) \
              HDGCN ended at the majority class whenever lr x hidden was 1.1 or more, and \
              trained whenever it was at most {HDGCN_MAX_LR_WIDTH}: use lr {:.2e} or lower \
-             (docs/results.md, \"Why wide dynamic layers collapse\")",
+             (docs/hdgcn.md, \"What the experiments so far showed\")",
             HDGCN_MAX_LR_WIDTH / hidden as f64
         )
     })

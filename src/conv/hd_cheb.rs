@@ -53,8 +53,8 @@ impl<B: Backend> Transition<B> for MvcAttn<B> {
 /// same vector, so the gradients of the `h x h` value weights are rank one
 /// and Adam's first steps change each of them by `lr × hidden` in spectral
 /// norm. On Cora the dynamic layer collapsed to the majority class once the
-/// product passed 0.9–1.1, at every width from 32 to 256 (`docs/results.md`,
-/// "Why wide dynamic layers collapse").
+/// product passed 0.9–1.1, at every width from 32 to 256 (the earlier lab
+/// notebook, `git show 949970a:docs/results.md`, "Why wide dynamic layers collapse").
 #[derive(Debug, Clone, PartialEq)]
 pub struct HdChebConfig {
     /// Input width.
