@@ -66,7 +66,8 @@ pub struct NodeTrainConfig {
     /// [`Var::nll_smoothed`]: crate::autograd::Var::nll_smoothed
     pub label_smoothing: f64,
     /// Evaluate and select with an exponential moving average of the
-    /// weights ([`ExponentialMovingAverage`] with this decay, in `[0, 1)`,
+    /// weights ([`ExponentialMovingAverage`](crate::optim::ExponentialMovingAverage)
+    /// with this decay, in `[0, 1)`,
     /// and warm-up), updated after every step: validation accuracy, the
     /// selected snapshot and the test accuracy are those of the averaged
     /// weights, while the optimiser trains on its own. `None` (the
