@@ -22,7 +22,7 @@ use hdgcn::autograd::SparseMatrix;
 use hdgcn::backend::{Backend, Cpu, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{DeviceGraph, HdChebConfig};
-use hdgcn::data::{Planetoid, data_root, geom_gcn_dir, geom_gcn_split, planetoid_dir};
+use hdgcn::data::{Planetoid, UnlabelledNodes, data_root, geom_gcn_dir, planetoid_dir};
 use hdgcn::graph::Graph;
 use hdgcn::models::NodeClassifier;
 use hdgcn::nn::{Activation, Features};
@@ -191,6 +191,11 @@ pub struct NodeSettings {
     /// Keep the raw bag-of-words features (default: row-normalised, as
     /// PyG's `NormalizeFeatures` and Kipf & Welling).
     pub raw_features: bool,
+    /// Nodes the files give no label (CiteSeer's 15 featureless nodes,
+    /// which the geom-gcn splits put in their masks): "class-zero" (the
+    /// default: class 0, as PyG and geom-gcn) or "drop" (left out of the
+    /// masks). A note on stderr says which nodes and what was done.
+    pub unlabelled: UnlabelledNodes,
     /// Supernodes M of MVCAttn (hdgcn only; the paper's 10).
     pub supernodes: usize,
     /// MVCAttn routing (hdgcn only): `attention` or `votes`.
@@ -231,6 +236,7 @@ impl Default for NodeSettings {
             runs: 10,
             seed: 0,
             raw_features: false,
+            unlabelled: UnlabelledNodes::ClassZero,
             supernodes: DEFAULT_SUPERNODES,
             routing: Routing::Attention,
             score_norm: false,
@@ -586,7 +592,19 @@ pub fn run_node_with<B: Backend<Elem = f32>>(
         eprintln!("{w}");
     }
     let root = data_root(data_dir);
-    let data = Planetoid::load(&planetoid_dir(&root), &s.dataset)?;
+    let data = Planetoid::load_with(&planetoid_dir(&root), &s.dataset, s.unlabelled)?;
+    if !data.unlabelled.is_empty() && !quiet {
+        let what = match s.unlabelled {
+            UnlabelledNodes::Drop => "left out of every mask (unlabelled = \"drop\")",
+            _ => "given class 0, as PyG and geom-gcn do (unlabelled = \"drop\" leaves them out)",
+        };
+        eprintln!(
+            "note: {} {} nodes have no label in the files ({:?}); they are {what}",
+            data.name,
+            data.unlabelled.len(),
+            data.unlabelled
+        );
+    }
     let graph = Graph::from_edges(data.num_nodes(), &data.edges)?;
     let x = if s.raw_features {
         data.features.clone()
@@ -603,7 +621,7 @@ pub fn run_node_with<B: Backend<Elem = f32>>(
     let (mut acc, mut steps) = (Accuracies::default(), Vec::new());
     for r in 0..s.runs {
         if let Some(i) = s.split.geom_gcn_index(r) {
-            task.split = geom_gcn_split(&geom_gcn_dir(&root), &data.name, i)?;
+            task.split = data.geom_gcn_split(&geom_gcn_dir(&root), i)?;
         }
         let cfg = s.train_config(r, quiet);
         let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);

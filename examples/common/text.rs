@@ -503,7 +503,7 @@ pub fn run_text<B: Backend<Elem = f32>>(
     let corpus = TextCorpus::load(&text_gcn_dir(&root), &s.dataset)?;
     let train_all = corpus.train_indices();
     let test_idx = corpus.test_indices();
-    let vocab = Vocab::build(train_all.iter().map(|&i| &corpus.docs[i]), s.min_count);
+    let vocab = Vocab::try_build(train_all.iter().map(|&i| &corpus.docs[i]), s.min_count)?;
     // With subwords, the test documents' unknown words get ids of their own
     // (vectors composed from the n-grams the table learned), not `<unk>`.
     let graph_vocab = match subwords {

@@ -41,6 +41,11 @@ pub enum UnlabelledNodes {
     Drop,
 }
 
+crate::named::named_enum!(UnlabelledNodes, "treatment of unlabelled nodes", {
+    ClassZero => "class-zero" | "class_zero",
+    Drop => "drop",
+});
+
 /// A Planetoid citation graph with its public split.
 #[derive(Debug, Clone)]
 pub struct Planetoid {
