@@ -563,6 +563,24 @@ mod tests {
     }
 
     #[test]
+    fn k_with_gcn_is_refused_and_seeds_may_not_wrap() {
+        let read = |text: &str| NodeSettings::from_toml_str(text, "t.toml");
+        let err = read("model = \"gcn\"\nk = 5\n").unwrap_err().to_string();
+        assert!(err.contains("key k"), "{err}");
+        read("model = \"cheb\"\nk = 5\n").unwrap();
+        // Run 1 of seed u64::MAX (as `--seed` gives it) would wrap to seed 0.
+        let mut s = read("runs = 2\n").unwrap();
+        s.seed = u64::MAX;
+        let err = s.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("seed") && err.contains("largest seed"),
+            "{err}"
+        );
+        s.runs = 1;
+        s.validate().unwrap();
+    }
+
+    #[test]
     fn warns_only_for_the_dynamic_variant_above_the_measured_boundary() {
         let w = lr_width_warning(ModelKind::Hdgcn, 0.01, 128).expect("1.28 is above 0.75");
         assert!(w.contains("= 1.28"), "{w}");

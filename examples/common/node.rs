@@ -364,7 +364,8 @@ impl NodeSettings {
                 cfg.patience = Some(FULL_PATIENCE);
             }
         }
-        cfg.seed = self.seed.wrapping_add(run as u64);
+        // `validate` checked that seed + runs - 1 fits.
+        cfg.seed = self.seed + run as u64;
         cfg.quiet = quiet;
         cfg
     }
@@ -392,6 +393,17 @@ impl NodeSettings {
                     format!("this file is for runner '{r}', not '{RUNNER}'"),
                 ));
             }
+        }
+        if self.runs > 0 && self.seed.checked_add(self.runs as u64 - 1).is_none() {
+            return Err(invalid(
+                "seed",
+                format!(
+                    "{} runs use seeds {} to seed + {}, past the largest seed",
+                    self.runs,
+                    self.seed,
+                    self.runs - 1
+                ),
+            ));
         }
         if !DATASETS.contains(&self.dataset.to_lowercase().as_str()) {
             return Err(invalid(

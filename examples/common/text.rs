@@ -327,6 +327,17 @@ impl TextSettings {
         if self.runs == 0 {
             return Err(bad("runs", "must be at least 1"));
         }
+        if self.seed.checked_add(self.runs as u64 - 1).is_none() {
+            return Err(bad(
+                "seed",
+                format!(
+                    "{} runs use seeds {} to seed + {}, past the largest seed",
+                    self.runs,
+                    self.seed,
+                    self.runs - 1
+                ),
+            ));
+        }
         if self.layers == 0 {
             return Err(bad("layers", "must be at least 1"));
         }
