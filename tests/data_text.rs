@@ -65,10 +65,12 @@ const REAL: [Real; 4] = [
 ];
 
 #[test]
+#[cfg_attr(
+    not(hdgcn_data_tests),
+    ignore = "needs the benchmark data: set HDGCN_DATA or put ../shared/data beside the crate"
+)]
 fn real_corpora_match_published_counts() {
-    let Some(root) = common::data_root_or_skip("text_gcn") else {
-        return;
-    };
+    let root = common::benchmark_root("text_gcn");
     let dir = text_gcn_dir(&root);
     for (name, train, test, classes, v1, v5, total_nodes, total_edges) in REAL {
         let c = TextCorpus::load(&dir, name).unwrap();
@@ -118,10 +120,12 @@ fn real_corpora_match_published_counts() {
 }
 
 #[test]
+#[cfg_attr(
+    not(hdgcn_data_tests),
+    ignore = "needs the benchmark data: set HDGCN_DATA or put ../shared/data beside the crate"
+)]
 fn real_class_sizes() {
-    let Some(root) = common::data_root_or_skip("text_gcn") else {
-        return;
-    };
+    let root = common::benchmark_root("text_gcn");
     let dir = text_gcn_dir(&root);
     // R8 documents per class (train + test), counted independently with Python.
     let c = TextCorpus::load(&dir, "r8").unwrap();
@@ -143,10 +147,12 @@ fn real_class_sizes() {
 }
 
 #[test]
+#[cfg_attr(
+    not(hdgcn_data_tests),
+    ignore = "needs the benchmark data: set HDGCN_DATA or put ../shared/data beside the crate"
+)]
 fn ohsumed_training_quirk_and_path_ids() {
-    let Some(root) = common::data_root_or_skip("text_gcn") else {
-        return;
-    };
+    let root = common::benchmark_root("text_gcn");
     let c = TextCorpus::load(&text_gcn_dir(&root), "OHSUMED").unwrap();
     let first_train = &c.docs[c.train_indices()[0]];
     assert!(first_train.id.contains("/training/"), "{}", first_train.id);
@@ -384,10 +390,12 @@ fn validation_split_sizes_determinism_disjointness() {
 }
 
 #[test]
+#[cfg_attr(
+    not(hdgcn_data_tests),
+    ignore = "needs the benchmark data: set HDGCN_DATA or put ../shared/data beside the crate"
+)]
 fn validation_split_on_real_corpus_leaves_test_alone() {
-    let Some(root) = common::data_root_or_skip("text_gcn") else {
-        return;
-    };
+    let root = common::benchmark_root("text_gcn");
     let c = TextCorpus::load(&text_gcn_dir(&root), "r8").unwrap();
     let (rest, val) = validation_split(&c.train_indices(), 0.1, 0).unwrap();
     assert_eq!((rest.len(), val.len()), (4937, 548));

@@ -1,6 +1,7 @@
 //! HdChebConv (static variant): dense reference, gradient check, validation.
 
 mod common;
+use common::rand_mat;
 
 use hdgcn::autograd::Tape;
 use hdgcn::autograd::gradcheck::check_params;
@@ -24,10 +25,6 @@ fn random_graph(rng: &mut StdRng, n: usize) -> Graph {
         }
     }
     Graph::from_edges(n, &edges).unwrap()
-}
-
-fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
-    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.0..1.0))
 }
 
 fn dense_gcn(g: &Graph) -> Array2<f64> {

@@ -9,13 +9,12 @@ use hdgcn::nn::{
     SubwordConfig, SubwordEmbedding,
 };
 use ndarray::Array2;
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand::{SeedableRng, rngs::StdRng};
+
+mod common;
+use common::rand_mat;
 
 type C = Cpu<f64>;
-
-fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
-    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.0..1.0))
-}
 
 /// A scalar that depends on every output entry differently.
 fn loss(
