@@ -18,7 +18,7 @@ mod spectral_filter;
 pub use cheb::{ChebConv, ChebConvConfig};
 pub use device_graph::DeviceGraph;
 pub use gcn::GcnConv;
-pub use hd_cheb::{HdChebConfig, HdChebConv, HdUnit, StaticTransition, Transition};
+pub use hd_cheb::{HdChaining, HdChebConfig, HdChebConv, HdUnit, StaticTransition, Transition};
 #[cfg(feature = "lapack")]
 pub use spectral_filter::{SPECTRAL_FILTER_MAX_NODES, SpectralFilter, SpectralResponse};
 
