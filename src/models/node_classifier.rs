@@ -152,8 +152,9 @@ impl<B: Backend> NodeClassifier<B> {
     }
 
     /// HDGCN-static for node classification: one [`HdChebConv`](crate::conv::HdChebConv)
-    /// with the static transition `Â` (the paper's chaining, [`HdChaining::Output`](crate::conv::HdChaining); `in -> hidden`, `K` even), then
-    /// dropout and a linear classifier.
+    /// with the static transition `Â` (the paper's chaining,
+    /// [`HdChaining::Output`](crate::conv::HdChaining::Output); `in -> hidden`,
+    /// `K` even), then dropout and a linear classifier.
     #[allow(clippy::too_many_arguments)]
     pub fn hdgcn_static<R: Rng + ?Sized>(
         backend: &B,
