@@ -368,6 +368,7 @@ pub fn check_run_memory(
         .zip(terms)
         .and_then(|(p, t)| hdgcn::limits::training_bytes(4, p, nodes, width, t, data_bytes));
     let what = match (params, terms) {
+        (Some(p), Some(_)) if nodes == 0 => format!("{settings} ({detail}: {p} parameters)"),
         (Some(p), Some(t)) => format!(
             "{settings} ({detail}: {p} parameters, activations of {nodes} nodes x {width} x {t} tensors)"
         ),
