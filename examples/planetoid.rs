@@ -172,6 +172,7 @@ mod tests {
     use super::common::run_on_cpu;
     use super::testing::{assert_runs_average, parse_args, scratch};
     use super::*;
+    use hdgcn::backend::Cpu;
     use std::path::{Path, PathBuf};
 
     fn parse(flags: &[&str]) -> Args {
@@ -578,6 +579,91 @@ mod tests {
         );
         s.runs = 1;
         s.validate().unwrap();
+    }
+
+    /// The error of `r`, which must be `OverBudget` naming every one of
+    /// `names` and how to raise the budget.
+    fn over_budget<T: std::fmt::Debug>(r: hdgcn::Result<T>, names: &[&str]) -> String {
+        match r {
+            Err(e @ hdgcn::Error::OverBudget { .. }) => {
+                let text = e.to_string();
+                for n in names.iter().chain(&["HDGCN_MEMORY_BUDGET", "bytes"]) {
+                    assert!(text.contains(n), "{n:?} not in {text}");
+                }
+                text
+            }
+            other => panic!("expected OverBudget naming {names:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sizes_over_the_memory_budget_are_refused_before_anything_is_allocated() {
+        use hdgcn::limits::MemoryBudget;
+        use hdgcn::util::peak_rss_mb;
+        let read = |text: &str| NodeSettings::from_toml_str(text, "t.toml");
+        let before = peak_rss_mb();
+        MemoryBudget::parse("500MB").unwrap().scope(|| {
+            // Issue 70: 5.6 GB and an abort; ChebConv K = 1000: 2.2 GB.
+            let e = over_budget(read("hidden = 1000000\n"), &["t.toml: hidden 1000000"]);
+            assert!(
+                e.contains("more than the memory budget of 476.8 MiB"),
+                "{e}"
+            );
+            over_budget(
+                read("model = \"cheb\"\nk = 1000\n"),
+                &["hidden 16, k 1000", "model cheb on cora"],
+            );
+            over_budget(
+                read("model = \"hdgcn\"\nk = 1000\n"),
+                &["hidden 64, k 1000, supernodes 10"],
+            );
+            // Through the run itself: refused before the data is read.
+            let mut s = NodeSettings::default();
+            s.hidden = Some(1_000_000);
+            let nowhere = Path::new("/nonexistent/hdgcn-data");
+            over_budget(
+                run_node(&s, &Cpu::<f32>::new(), Device::Cpu, Some(nowhere), true),
+                &["hidden 1000000"],
+            );
+        });
+        if let (Some(b), Some(a)) = (before, peak_rss_mb()) {
+            assert!(a - b < 64.0, "peak RSS grew from {b:.0} to {a:.0} MiB");
+        }
+        // The configs and every model's defaults fit 1 GiB, PubMed's too.
+        MemoryBudget::parse("1GiB").unwrap().scope(|| {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/planetoid");
+            for f in std::fs::read_dir(&dir).unwrap() {
+                let f = f.unwrap().path();
+                if f.extension().is_some_and(|e| e == "toml") {
+                    NodeSettings::from_toml_file(&f).unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+            for dataset in ["cora", "citeseer", "pubmed"] {
+                for model in ["gcn", "cheb", "hdgcn", "hdgcn-static"] {
+                    read(&format!("dataset = \"{dataset}\"\nmodel = \"{model}\"\n"))
+                        .unwrap_or_else(|e| panic!("{dataset} {model}: {e}"));
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn an_epoch_budget_of_1e12_trains_and_stops_by_patience() {
+        // Issue 70: `Vec::with_capacity(epochs)` aborted on allocation.
+        let mut s = NodeSettings::from_toml_str(
+            "runs = 1\n[train]\nepochs = 1000000000000\npatience = 1\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(s.train.epochs, 1_000_000_000_000);
+        s.set_epochs(1_000_000_000_000);
+        let t0 = std::time::Instant::now();
+        let rep = run_node(&s, &Cpu::<f32>::new(), Device::Cpu, Some(&data()), true).unwrap();
+        let best = rep.json["best_epochs"][0].as_u64().unwrap();
+        assert!(best < 1000, "{best}");
+        assert!(t0.elapsed().as_secs() < 60, "{:?}", t0.elapsed());
+        let rss = rep.json["peak_rss_mb"].as_f64().unwrap();
+        assert!(rss < 500.0, "{rss} MiB");
     }
 
     #[test]

@@ -590,6 +590,65 @@ mod tests {
     }
 
     #[test]
+    fn sizes_over_the_memory_budget_are_refused_before_anything_is_allocated() {
+        use super::common::text::TextShape;
+        use hdgcn::limits::MemoryBudget;
+        use hdgcn::util::peak_rss_mb;
+        let root = scratch("budget");
+        let over = |r: hdgcn::Result<()>, names: &[&str]| match r {
+            Err(e @ hdgcn::Error::OverBudget { .. }) => {
+                let text = e.to_string();
+                for n in names.iter().chain(&["HDGCN_MEMORY_BUDGET", "bytes"]) {
+                    assert!(text.contains(n), "{n:?} not in {text}");
+                }
+            }
+            other => panic!("expected OverBudget naming {names:?}, got {other:?}"),
+        };
+        let before = peak_rss_mb();
+        MemoryBudget::parse("500MB").unwrap().scope(|| {
+            // Issue 70: `--layers 1000` took 4.6 GB without a word.
+            let path = write_config(&root, "deep.toml", "layers = 1000\n");
+            over(
+                TextSettings::from_toml_file(&path).map(drop),
+                &["deep.toml: hidden 64, layers 1000, k 6, supernodes 10"],
+            );
+            // Once the data is known: R8's vocabulary with 300-wide
+            // vectors and its largest batch of 64 documents.
+            let r8 = TextShape {
+                vocab: 7523,
+                embed_dim: 300,
+                classes: 8,
+                batch_nodes: 15_501,
+            };
+            let wide = TextSettings {
+                hidden: 512,
+                ..TextSettings::default()
+            };
+            wide.validate().unwrap();
+            over(wide.check_memory(Some(&r8)), &["hidden 512", "7523 words"]);
+            // The runner's defaults on R8 (estimate 479 MiB, peak RSS 234 MiB)
+            // fit a budget of 1 GiB.
+            MemoryBudget::parse("1GiB")
+                .unwrap()
+                .scope(|| TextSettings::default().check_memory(Some(&r8)))
+                .unwrap();
+        });
+        if let (Some(b), Some(a)) = (before, peak_rss_mb()) {
+            assert!(a - b < 64.0, "peak RSS grew from {b:.0} to {a:.0} MiB");
+        }
+    }
+
+    #[test]
+    fn k_with_gcn_is_refused() {
+        let root = scratch("gcn-k");
+        let path = write_config(&root, "gcn.toml", "model = \"gcn\"\nk = 5\n");
+        let err = TextSettings::from_toml_file(&path).unwrap_err().to_string();
+        assert!(err.contains("key `k`: gcn has no Chebyshev order"), "{err}");
+        let path = write_config(&root, "cheb.toml", "model = \"cheb\"\nk = 5\n");
+        TextSettings::from_toml_file(&path).unwrap();
+    }
+
+    #[test]
     fn every_text_config_parses() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/text");
         let mut seen = Vec::new();

@@ -24,6 +24,7 @@
 //! | [`data`], [`metrics`] | datasets and splits, metrics |
 //! | [`prelude`] | what a training program needs, in one `use` |
 //! | [`checkpoint`] | saving and loading parameters as safetensors files |
+//! | [`limits`] | the memory budget that sizes from settings and files are checked against |
 //!
 //! ## Example: one ChebConv layer, forward and backward
 //!
@@ -63,6 +64,7 @@ pub mod float;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod graph;
+pub mod limits;
 pub mod metrics;
 pub mod models;
 mod named;

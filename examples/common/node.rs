@@ -41,6 +41,20 @@ pub const RUNNER: &str = "planetoid";
 /// The datasets a planetoid run reads.
 const DATASETS: [&str; 3] = ["cora", "citeseer", "pubmed"];
 
+/// Nodes, features, classes and stored nonzeros (features plus directed
+/// edges) of each dataset, for the memory estimate made before any data is
+/// read ([`NodeSettings::check_memory`]).
+const SIZES: [(&str, [usize; 4]); 3] = [
+    ("cora", [2708, 1433, 7, 49_216 + 10_556]),
+    ("citeseer", [3327, 3703, 6, 105_165 + 9_104]),
+    ("pubmed", [19_717, 500, 3, 988_031 + 88_648]),
+];
+
+/// Bytes per stored nonzero of the loaded data: the raw and the normalised
+/// features and the device copy (index and value each), and the graph's
+/// normalised adjacency.
+const BYTES_PER_NONZERO: u64 = 48;
+
 /// How many geom-gcn splits each dataset has.
 const GEOM_GCN_SPLITS: usize = 10;
 
@@ -315,8 +329,18 @@ impl NodeSettings {
             epochs: has("epochs"),
             patience: has("patience"),
         };
-        s.validate()
-            .map_err(|e| Error::InvalidConfig(format!("{file}: key {}", message(e))))?;
+        s.validate().map_err(|e| match e {
+            Error::OverBudget {
+                what,
+                needed,
+                budget,
+            } => Error::OverBudget {
+                what: format!("{file}: {what}"),
+                needed,
+                budget,
+            },
+            e => Error::InvalidConfig(format!("{file}: key {}", message(e))),
+        })?;
         Ok(s)
     }
 
@@ -452,6 +476,7 @@ impl NodeSettings {
             return Err(invalid("k", "gcn has no Chebyshev order"));
         }
         self.activation()?;
+        self.check_memory()?;
         // The model on a tiny problem: K, widths and MVCAttn settings.
         let mut rng = rand::rngs::StdRng::seed_from_u64(0);
         self.build_model(&Cpu::<f32>::new(), 2, 2, &mut rng)
@@ -461,6 +486,49 @@ impl NodeSettings {
         )
         .map_err(|e| invalid("train", message(e)))?;
         Ok(())
+    }
+
+    /// Checks the estimate of one run's memory against the memory budget
+    /// (`hdgcn::limits`), before any data is read: parameters of the
+    /// convolution (`d_in -> hidden`) and of the output layer
+    /// (`hidden -> classes`, as a GCN or linear layer), and the whole graph's
+    /// activations, `nodes x hidden x terms` with the terms of
+    /// `AttnFlags::layer_cost` plus 5 for the output layer, in the formula
+    /// of `hdgcn::limits::training_bytes`.
+    ///
+    /// # Errors
+    /// [`Error::OverBudget`] naming `hidden` (and `k`, `supernodes` where
+    /// the model has them), the bytes needed and the budget.
+    pub fn check_memory(&self) -> Result<()> {
+        let dataset = self.dataset.to_lowercase();
+        let Some(&(_, [nodes, d_in, classes, nonzeros])) =
+            SIZES.iter().find(|(name, _)| *name == dataset)
+        else {
+            return Ok(());
+        };
+        let (h, k) = (self.hidden(), self.k());
+        let conv = self.attn().layer_cost(self.model, d_in, h, k);
+        let head = (h as u64 + 1) * classes as u64;
+        let settings = match self.model {
+            ModelKind::Gcn => format!("hidden {h}"),
+            ModelKind::Cheb | ModelKind::HdgcnStatic => format!("hidden {h}, k {k}"),
+            ModelKind::Hdgcn => format!("hidden {h}, k {k}, supernodes {}", self.supernodes),
+        };
+        // Cheb's output layer is a ChebConv too: K times the head.
+        let head = if self.model == ModelKind::Cheb {
+            head.checked_mul(k as u64)
+        } else {
+            Some(head)
+        };
+        super::check_run_memory(
+            &settings,
+            &format!("model {} on {dataset}", flag_name(&self.model)),
+            conv.zip(head).and_then(|(c, hd)| c.params.checked_add(hd)),
+            nodes as u64,
+            h as u64,
+            conv.and_then(|c| c.terms.checked_add(5)),
+            BYTES_PER_NONZERO * nonzeros as u64,
+        )
     }
 
     /// A freshly initialised model for `d_in` features and `classes` classes.

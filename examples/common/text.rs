@@ -240,6 +240,20 @@ impl Default for TextSettings {
     }
 }
 
+/// What the loaded data contributes to a run's memory estimate
+/// ([`TextSettings::check_memory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextShape {
+    /// Rows of the embedding table.
+    pub vocab: usize,
+    /// Width of the embeddings.
+    pub embed_dim: usize,
+    /// Classes of the corpus.
+    pub classes: usize,
+    /// Nodes of the largest batch (the `batch_size` largest documents).
+    pub batch_nodes: usize,
+}
+
 /// serde for the clap `ValueEnum`s of the settings, by their names.
 mod by_value_enum {
     use clap::ValueEnum;
@@ -285,6 +299,15 @@ impl TextSettings {
         })?;
         let in_file = |e: Error| match e {
             Error::InvalidConfig(m) => Error::InvalidConfig(format!("{}: {m}", path.display())),
+            Error::OverBudget {
+                what,
+                needed,
+                budget,
+            } => Error::OverBudget {
+                what: format!("{}: {what}", path.display()),
+                needed,
+                budget,
+            },
             other => other,
         };
         let settings = Self::from_toml_str(&text).map_err(in_file)?;
@@ -347,6 +370,9 @@ impl TextSettings {
         if self.k == Some(0) {
             return Err(bad("k", "must be at least 1"));
         }
+        if self.model == ModelKind::Gcn && self.k.is_some() {
+            return Err(bad("k", "gcn has no Chebyshev order"));
+        }
         if self.window == 0 {
             return Err(bad("window", "must be at least 1"));
         }
@@ -399,12 +425,83 @@ impl TextSettings {
             Error::InvalidConfig(m) => Error::InvalidConfig(format!("[train]: {m}")),
             other => other,
         })?;
+        self.check_memory(None)?;
         if self.save.is_some() && self.load.is_some() {
             return Err(Error::InvalidConfig(
                 "--save and --load: a loaded model is evaluated, not trained; give one".into(),
             ));
         }
         Ok(())
+    }
+
+    /// Checks the estimate of one run's memory against the memory budget
+    /// (`hdgcn::limits`): the parameters of the `layers` convolutions
+    /// (`AttnFlags::layer_cost`), of the readout and classifier (counted as
+    /// `4h² + 4h + (h + 1)·classes`) and, once the data is loaded (`shape`),
+    /// of the embedding table (`vocab x embed_dim`), and the activations of
+    /// the largest batch: `nodes x hidden x terms`, terms `layers · layer
+    /// terms + 4` (readout) `+ 2 · ceil(embed_dim / hidden)` (the input), in the formula of
+    /// `hdgcn::limits::training_bytes`. Without `shape` (in
+    /// [`TextSettings::validate`], before any data is read) only the
+    /// convolutions, the readout and a two-class classifier are counted.
+    ///
+    /// # Errors
+    /// [`Error::OverBudget`] naming `hidden`, `layers` (and `k`,
+    /// `supernodes` where the model has them), the bytes needed and the budget.
+    pub fn check_memory(&self, shape: Option<&TextShape>) -> hdgcn::Result<()> {
+        let (h, k, layers) = (self.hidden, self.k(), self.layers as u64);
+        let d = shape.map_or(self.embed_dim.unwrap_or(h), |s| s.embed_dim);
+        let attn = self.attn();
+        let first = attn.layer_cost(self.model, d, h, k);
+        let rest = attn.layer_cost(self.model, h, h, k);
+        let h64 = h as u64;
+        let classes = shape.map_or(2, |s| s.classes) as u64;
+        let head = h64
+            .checked_mul(h64)
+            .and_then(|hh| hh.checked_add(h64)?.checked_mul(4))
+            .and_then(|r| r.checked_add(h64.checked_add(1)?.checked_mul(classes)?));
+        let embed = shape.map_or(Some(0), |s| {
+            (s.vocab as u64).checked_mul(s.embed_dim as u64)
+        });
+        let params = first.zip(rest).and_then(|(f, r)| {
+            r.params
+                .checked_mul(layers - 1)?
+                .checked_add(f.params)?
+                .checked_add(head?)?
+                .checked_add(embed?)
+        });
+        // The input's two tensors are `embed_dim` wide, counted in units of `h`.
+        let input = 2 * (d as u64).div_ceil(h64);
+        let terms = rest.and_then(|r| r.terms.checked_mul(layers)?.checked_add(4 + input));
+        let mut settings = format!("hidden {h}, layers {layers}");
+        if self.model != ModelKind::Gcn {
+            settings.push_str(&format!(", k {k}"));
+        }
+        if self.model == ModelKind::Hdgcn {
+            settings.push_str(&format!(", supernodes {}", self.supernodes));
+        }
+        let detail = match shape {
+            Some(s) => format!(
+                "model {} on {}, {} words of {} dimensions",
+                flag_name(&self.model),
+                self.dataset,
+                s.vocab,
+                s.embed_dim
+            ),
+            None => format!(
+                "model {} before the data is read: its layers alone",
+                flag_name(&self.model)
+            ),
+        };
+        super::check_run_memory(
+            &settings,
+            &detail,
+            params,
+            shape.map_or(0, |s| s.batch_nodes as u64),
+            h64,
+            terms,
+            0,
+        )
     }
 
     /// The `activation` setting, parsed.
@@ -553,6 +650,14 @@ pub fn run_text<B: Backend<Elem = f32>>(
         Some((table, _)) => table.ncols(),
         None => s.embed_dim.unwrap_or(s.hidden),
     };
+    let mut sizes: Vec<usize> = samples.iter().map(|x| x.graph.num_nodes()).collect();
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    s.check_memory(Some(&TextShape {
+        vocab: graph_vocab.len(),
+        embed_dim,
+        classes: corpus.num_classes(),
+        batch_nodes: sizes.iter().take(s.train.batch_size).sum(),
+    }))?;
     let position_encoding = s
         .position_encoding
         .map(|scale| PositionalEncoding::new(embed_dim)?.with_scale(scale))

@@ -215,6 +215,28 @@ impl HdChebConfig {
         Ok(())
     }
 
+    /// Number of parameters besides the transitions': the first GCN
+    /// (`in · h + h`), per HD unit `Wd` (`h²`) and a GCN (`h² + h`), and the
+    /// LayerNorm (`2h`). `None` when it overflows.
+    pub fn num_params(&self) -> Option<usize> {
+        let h = self.hidden;
+        let per_unit = h.checked_mul(h)?.checked_mul(2)?.checked_add(h)?;
+        self.in_channels
+            .checked_add(1)?
+            .checked_mul(h)?
+            .checked_add(per_unit.checked_mul(self.k / 2)?)?
+            .checked_add(h.checked_mul(2)?)
+    }
+
+    /// [`HdChebConfig::num_params`] with one MVCAttn (`attention`, at this
+    /// layer's width) per HD unit: the dynamic variant's count.
+    pub fn num_params_dynamic(&self, attention: &MvcAttnConfig) -> Option<usize> {
+        let mut cfg = attention.clone();
+        cfg.hidden = self.hidden;
+        self.num_params()?
+            .checked_add(cfg.num_params()?.checked_mul(self.k / 2)?)
+    }
+
     /// Builds the layer with one transition per HD unit, made by `transition(k)`
     /// for `k = 1..=K/2`.
     pub fn build<B, T, R, F>(
@@ -230,15 +252,18 @@ impl HdChebConfig {
         F: FnMut(usize, &mut R) -> Result<T>,
     {
         self.validate()?;
+        // All units at once (the transitions' own parameters are checked
+        // by `build_dynamic` and by the transitions).
+        crate::limits::check_elements::<B::Elem>(
+            format_args!(
+                "HdChebConv parameters (K = {}, hidden {}, {} inputs)",
+                self.k, self.hidden, self.in_channels
+            ),
+            self.num_params(),
+        )?;
         let h = self.hidden;
         let prime = GcnConv::new(backend, self.in_channels, h, rng)?;
         let mut units = Vec::new();
-        units.try_reserve_exact(self.k / 2).map_err(|_| {
-            Error::InvalidConfig(format!(
-                "HdChebConv: K = {} is too large to allocate its units",
-                self.k
-            ))
-        })?;
         for k in 1..=self.k / 2 {
             let transition = transition(k, rng)?;
             let wd = Linear::glorot(backend, h, h, false, rng)?;
@@ -269,6 +294,15 @@ impl HdChebConfig {
     ) -> Result<HdChebConv<B, MvcAttn<B>>> {
         let mut cfg = attention.clone();
         cfg.hidden = self.hidden;
+        self.validate()?;
+        cfg.validate()?;
+        crate::limits::check_elements::<B::Elem>(
+            format_args!(
+                "HdChebConv parameters with MVCAttn (K = {}, hidden {}, {} supernodes, {} inputs)",
+                self.k, self.hidden, cfg.supernodes, self.in_channels
+            ),
+            self.num_params_dynamic(&cfg),
+        )?;
         self.build(backend, rng, |_, rng| cfg.build(backend, rng))
     }
 
