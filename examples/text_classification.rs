@@ -9,8 +9,12 @@
 //! ```
 //!
 //! Every setting can come from a TOML file (`--config`, the keys of
-//! `common::text::TextSettings`; `configs/text/` has one per corpus); the
-//! flags below override the file. Validation is a seeded share
+//! `common::text::TextSettings`; `configs/paper/` has one per row of the
+//! paper's Table 1); the flags below override the file. The defaults of
+//! hdgcn and hdgcn-static are the paper's settings (K = 6, hidden 64,
+//! M = 10, window 3, one layer, AdaBelief at lr 1e-5, five runs), so that
+//! `--dataset mr --model hdgcn --embeddings glove/glove.6B.50d.subset.txt`
+//! is `configs/paper/table1-mr-hdgcn.toml`. Validation is a seeded share
 //! (`--split`, default 0.1) of the training documents; the test set is
 //! never used for model selection. With `--json` the last stdout line is
 //! one JSON object (dataset, model, runs, test_acc_mean, test_acc_std,
@@ -48,16 +52,16 @@ struct Args {
     /// Share of the training documents held out for validation, in (0, 1) [default: 0.1].
     #[arg(long)]
     split: Option<f64>,
-    /// Independent runs, seeds seed, seed+1, ... [default: 1].
+    /// Independent runs, seeds seed, seed+1, ... [default: 5; 1 for gcn and cheb].
     #[arg(long, value_parser = parse_runs)]
     runs: Option<usize>,
-    /// Maximum epochs [default: 30].
+    /// Maximum epochs [default: 100, patience 10; 30, patience 5 for gcn and cheb].
     #[arg(long)]
     epochs: Option<usize>,
     /// Hidden width [default: 64].
     #[arg(long)]
     hidden: Option<usize>,
-    /// Learning rate [default: 1e-3].
+    /// Learning rate of AdaBelief [default: 1e-5, the paper's; 1e-3 for gcn and cheb].
     #[arg(long)]
     lr: Option<f64>,
     /// Weight decay of the optimiser [default: 0].
@@ -66,7 +70,8 @@ struct Args {
     /// Dropout probability [default: 0.5].
     #[arg(long)]
     dropout: Option<f64>,
-    /// GloVe text file (`word v1 v2 ...`) to initialise the embeddings.
+    /// GloVe text file (`word v1 v2 ...`) to initialise the embeddings; a
+    /// relative path that does not exist is looked up under the data root.
     #[arg(long)]
     embeddings: Option<PathBuf>,
     /// Base seed [default: 0].
@@ -93,9 +98,11 @@ impl Args {
     /// The settings of the run: the `--config` file's (or the defaults),
     /// then the flags given.
     fn settings(&self) -> hdgcn::Result<TextSettings> {
+        // The keys neither the file nor a flag gives take the defaults of
+        // the model the run ends up with.
         let mut s = match &self.config {
-            Some(path) => TextSettings::from_toml_file(path)?,
-            None => TextSettings::default(),
+            Some(path) => TextSettings::from_toml_file_for(path, self.model)?,
+            None => TextSettings::for_model(self.model.unwrap_or(TextSettings::default().model)),
         };
         if let Some(v) = &self.dataset {
             s.dataset.clone_from(v);
@@ -171,8 +178,8 @@ impl Example for Args {
 
 #[cfg(test)]
 mod tests {
-    use super::common::run_on_cpu;
-    use super::common::text::NodeWeights;
+    use super::common::text::{NodeWeights, resolve_data_path};
+    use super::common::{flag_name, run_on_cpu};
     use super::testing::{assert_runs_average, parse_args, scratch, write_corpus};
     use super::*;
     use hdgcn::optim::OptimizerKind;
@@ -313,14 +320,30 @@ mod tests {
         ] {
             assert_eq!(parse(&["--model", name]).model, Some(kind));
         }
-        // The runner's defaults: K = 6, 10 supernodes, width 64, window 3,
-        // batch 64, 30 epochs, patience 5, lr 1e-3, AdaBelief.
+        // The runner's defaults, the paper's settings: K = 6, 10
+        // supernodes, width 64, one layer, window 3, AdaBelief at 1e-5;
+        // batch 64, 100 epochs, patience 10, five runs.
         let d = parse(&[]).settings().unwrap();
         assert_eq!(d, TextSettings::default());
+        assert_eq!(d.model, ModelKind::Hdgcn);
         assert_eq!((d.k(), d.supernodes, d.hidden, d.window), (6, 10, 64, 3));
-        assert_eq!((d.train.batch_size, d.train.epochs), (64, 30));
-        assert_eq!((d.train.patience, d.train.lr), (Some(5), 1e-3));
+        assert_eq!((d.layers, d.dropout, d.runs), (1, 0.5, 5));
+        assert_eq!((d.train.batch_size, d.train.epochs), (64, 100));
+        assert_eq!((d.train.patience, d.train.lr), (Some(10), 1e-5));
         assert_eq!(d.train.optimizer, OptimizerKind::AdaBelief);
+        assert_eq!(d.train.weight_decay, 0.0);
+        let st = parse(&["--model", "hdgcn-static"]).settings().unwrap();
+        assert_eq!(st, TextSettings::for_model(ModelKind::HdgcnStatic));
+        assert_eq!((st.runs, st.train.clone()), (d.runs, d.train.clone()));
+        // gcn and cheb keep the runner's earlier defaults.
+        for model in ["gcn", "cheb"] {
+            let b = parse(&["--model", model]).settings().unwrap();
+            assert_eq!((b.runs, b.train.epochs, b.train.patience), (1, 30, Some(5)));
+            assert_eq!(
+                (b.train.lr, b.train.optimizer),
+                (1e-3, OptimizerKind::AdaBelief)
+            );
+        }
         for bad in [
             &["--model", "gat"][..],
             &["--runs", "0"],
@@ -492,6 +515,144 @@ mod tests {
     }
 
     #[test]
+    fn a_relative_embeddings_path_is_found_under_the_data_root() {
+        let root = scratch("glove-root");
+        write_corpus(&root, "R8");
+        std::fs::create_dir_all(root.join("vectors")).unwrap();
+        std::fs::write(
+            root.join("vectors/glove.txt"),
+            "grain 0.1 0.2 0.3 0.4 0.5 0.6\noil -0.1 0.0 0.2 0.3 -0.4 0.1\n",
+        )
+        .unwrap();
+        // As a config names it: relative, not there from the working folder.
+        let rel = Path::new("vectors/glove.txt");
+        assert!(!rel.exists());
+        let config = write_config(
+            &root,
+            "g.toml",
+            "dataset = \"r8\"\nmodel = \"gcn\"\nhidden = 8\nembeddings = \"vectors/glove.txt\"\n\
+             [train]\nepochs = 1\n",
+        );
+        let args = parse(&[
+            "--config",
+            config.to_str().unwrap(),
+            "--data-dir",
+            root.to_str().unwrap(),
+            "--quiet",
+        ]);
+        let j = run_on_cpu::<Args>(&args).json;
+        assert_eq!(j["embed_dim"], 6, "{j}");
+        assert_eq!(j["embeddings"], root.join(rel).to_str().unwrap(), "{j}");
+        // A path that exists as given is read as given; one found nowhere
+        // stays as given, for the reader's error to name.
+        let here = root.join("vectors/glove.txt");
+        assert_eq!(resolve_data_path(&here, Path::new("/elsewhere")), here);
+        assert_eq!(resolve_data_path(rel, &root), root.join(rel));
+        let absent = Path::new("nowhere/glove.txt");
+        assert_eq!(resolve_data_path(absent, &root), absent);
+        let err = run_err(&parse(&[
+            "--model",
+            "gcn",
+            "--epochs",
+            "1",
+            "--embeddings",
+            "nowhere/glove.txt",
+            "--data-dir",
+            root.to_str().unwrap(),
+        ]));
+        assert!(err.contains("nowhere/glove.txt"), "{err}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// The text configs of configs/paper (paper Table 1), by file name.
+    fn paper_configs() -> Vec<(String, TextSettings)> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/paper");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if path.extension().is_some_and(|e| e == "toml")
+                && text.contains("runner = \"text_classification\"")
+            {
+                let s = TextSettings::from_toml_file(&path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                out.push((name, s));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    #[test]
+    fn the_paper_configs_are_the_plain_commands() {
+        let configs = paper_configs();
+        let names: Vec<&str> = configs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "table1-mr-hdgcn-static.toml",
+                "table1-mr-hdgcn.toml",
+                "table1-ohsumed-hdgcn-static.toml",
+                "table1-ohsumed-hdgcn.toml",
+                "table1-r52-hdgcn-static.toml",
+                "table1-r52-hdgcn.toml",
+                "table1-r8-hdgcn-static.toml",
+                "table1-r8-hdgcn.toml",
+            ]
+        );
+        for (name, file) in &configs {
+            assert!(file.reference.is_some(), "{name}: no [reference]");
+            assert_eq!(file.runs, 5, "{name}");
+            assert_eq!(
+                file.embeddings.as_deref(),
+                Some(Path::new("glove/glove.6B.50d.subset.txt")),
+                "{name}"
+            );
+            // `text_classification --dataset D --model M --embeddings E`:
+            // the config differs from it only in what names the row.
+            let model = flag_name(&file.model);
+            let glove = "glove/glove.6B.50d.subset.txt";
+            let plain = parse(&[
+                "--dataset",
+                &file.dataset,
+                "--model",
+                &model,
+                "--embeddings",
+                glove,
+            ])
+            .settings()
+            .unwrap();
+            // K as the run reads it (the default for the model, or given).
+            let file = TextSettings {
+                k: Some(file.k()),
+                ..file.clone()
+            };
+            let expected = TextSettings {
+                runner: file.runner.clone(),
+                reference: file.reference.clone(),
+                k: Some(plain.k()),
+                ..plain
+            };
+            assert_eq!(file, expected, "{name}");
+        }
+        // The two variants of a row share every setting but the model.
+        for pair in configs.chunks(2) {
+            let [(a_name, a), (b_name, b)] = pair else {
+                panic!("{pair:?}")
+            };
+            assert_eq!(a.model, ModelKind::HdgcnStatic, "{a_name}");
+            assert_eq!(b.model, ModelKind::Hdgcn, "{b_name}");
+            let a = TextSettings {
+                model: b.model,
+                reference: b.reference.clone(),
+                ..a.clone()
+            };
+            assert_eq!(&a, b, "{a_name} vs {b_name}");
+        }
+    }
+
+    #[test]
     fn a_missing_corpus_is_an_error_naming_the_file() {
         let root = scratch("missing");
         let args = parse(&["--dataset", "ohsumed", "--data-dir", root.to_str().unwrap()]);
@@ -578,14 +739,21 @@ mod tests {
         let path = write_config(&root, "o.toml", "hidden = 16\n[train]\nlr = 0.01\n");
         let s = TextSettings::from_toml_file(&path).unwrap();
         assert_eq!((s.hidden, s.train.lr), (16, 0.01));
-        // Not GraphTrainConfig's own defaults (100 epochs, batch 32, Adam).
-        assert_eq!((s.train.epochs, s.train.batch_size), (30, 64));
+        // Not GraphTrainConfig's own defaults (patience 20, batch 32, Adam).
+        assert_eq!((s.train.patience, s.train.batch_size), (Some(10), 64));
         assert_eq!(s.train.optimizer, OptimizerKind::AdaBelief);
         let c = path.to_str().unwrap();
         let s = parse(&["--config", c, "--hidden", "24", "--lr", "0.5"])
             .settings()
             .unwrap();
-        assert_eq!((s.hidden, s.train.lr, s.train.epochs), (24, 0.5, 30));
+        assert_eq!((s.hidden, s.train.lr, s.train.epochs), (24, 0.5, 100));
+        // `--model` over the file: the keys the file leaves out take the
+        // defaults of the flag's model, the file's keys stand.
+        let s = parse(&["--config", c, "--model", "gcn"])
+            .settings()
+            .unwrap();
+        assert_eq!((s.model, s.hidden, s.train.lr), (ModelKind::Gcn, 16, 0.01));
+        assert_eq!((s.train.epochs, s.runs), (30, 1));
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -85,6 +85,21 @@ pub struct Reference {
     pub source: String,
 }
 
+/// `given` laid over `base`: a key of `given` replaces the same key of
+/// `base`, except that two tables are merged key by key. How a settings
+/// file is read over the runner's defaults for its model, `[train]`
+/// included.
+pub fn overlay(base: &mut toml::Table, given: &toml::Table) {
+    for (key, value) in given {
+        match (base.get_mut(key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(g)) => overlay(b, g),
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
 /// What a training example reports when it is done.
 #[derive(Debug, Clone)]
 pub struct Report {

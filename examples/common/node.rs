@@ -26,6 +26,7 @@ use hdgcn::data::{Planetoid, UnlabelledNodes, data_root, geom_gcn_dir, planetoid
 use hdgcn::graph::Graph;
 use hdgcn::models::NodeClassifier;
 use hdgcn::nn::{Activation, Features};
+use hdgcn::optim::OptimizerKind;
 use hdgcn::train::{
     NodeStep, NodeTask, NodeTrainConfig, Trainer, evaluate_nodes, train_node_classifier,
 };
@@ -170,10 +171,27 @@ struct Given {
     patience: bool,
 }
 
+/// The learning rate of the hdgcn models when none is given: the paper's
+/// (Section 4: AdaBelief "with a learning rate 1e-5").
+pub const HD_LR: f64 = 1e-5;
+
+/// The training loop of the hdgcn models when not given: the paper's
+/// optimiser and learning rate (AdaBelief, [`HD_LR`]) and no weight decay
+/// (the paper has none); epochs and patience follow the split.
+pub fn hd_node_train() -> NodeTrainConfig {
+    NodeTrainConfig {
+        optimizer: OptimizerKind::AdaBelief,
+        lr: HD_LR,
+        weight_decay: 0.0,
+        ..NodeTrainConfig::default()
+    }
+}
+
 /// Every setting of a planetoid run: what a `configs/planetoid/*.toml`
 /// file holds (keys as the field names, the loop settings in a `[train]`
 /// table) and what the `planetoid` flags override. A key left out keeps
-/// its default, the `planetoid` example's default for the model.
+/// its default, the `planetoid` example's default for the model
+/// ([`NodeSettings::for_model`]).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NodeSettings {
@@ -264,6 +282,25 @@ impl Default for NodeSettings {
     }
 }
 
+impl NodeSettings {
+    /// The runner's defaults for `model`: those of [`Default`] (Kipf &
+    /// Welling's GCN protocol) for gcn and cheb; for hdgcn and
+    /// hdgcn-static the paper's training settings ([`hd_node_train`]:
+    /// AdaBelief, lr 1e-5, no weight decay), with K = 6, hidden 64 and
+    /// M = 10 supernodes. `configs/paper/table5-*.toml` are these settings
+    /// on the full-supervised split.
+    pub fn for_model(model: ModelKind) -> Self {
+        let mut s = NodeSettings {
+            model,
+            ..NodeSettings::default()
+        };
+        if s.is_hd() {
+            s.train = hd_node_train();
+        }
+        s
+    }
+}
+
 /// `what: problem` as [`Error::InvalidConfig`].
 fn invalid(key: &str, problem: impl std::fmt::Display) -> Error {
     Error::InvalidConfig(format!("{key}: {problem}"))
@@ -290,10 +327,28 @@ impl NodeSettings {
         Self::from_toml_str(&text, &path.display().to_string())
     }
 
+    /// [`NodeSettings::from_toml_file`] with the model `model` instead of
+    /// the file's (the runner's `--model`): the keys the file leaves out
+    /// take that model's defaults.
+    ///
+    /// # Errors
+    /// As [`NodeSettings::from_toml_file`].
+    pub fn from_toml_file_for(path: &Path, model: Option<ModelKind>) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Self::from_toml_str_for(&text, &path.display().to_string(), model)
+    }
+
     /// [`NodeSettings::from_toml_file`] on the text of a file named `file`
     /// (in the messages).
     pub fn from_toml_str(text: &str, file: &str) -> Result<Self> {
-        let mut s: NodeSettings = toml::from_str(text).map_err(|e| {
+        Self::from_toml_str_for(text, file, None)
+    }
+
+    /// [`NodeSettings::from_toml_file_for`] on the text of a file named
+    /// `file`.
+    fn from_toml_str_for(text: &str, file: &str, model: Option<ModelKind>) -> Result<Self> {
+        // Read once as it stands, for messages that point into the file.
+        let parsed: NodeSettings = toml::from_str(text).map_err(|e| {
             let key = e
                 .span()
                 .and_then(|span| key_at(text, span.start))
@@ -313,6 +368,15 @@ impl NodeSettings {
         // Which loop keys the file gives (the split's protocol fills the others).
         let table: toml::Table = toml::from_str(text)
             .map_err(|e| Error::InvalidConfig(format!("{file}: {}", e.message())))?;
+        // The keys the file gives, over the defaults of the model.
+        let model = model.unwrap_or(parsed.model);
+        let mut merged = toml::Table::try_from(NodeSettings::for_model(model))
+            .map_err(|e| Error::InvalidConfig(format!("{file}: {e}")))?;
+        super::overlay(&mut merged, &table);
+        merged.insert("model".into(), flag_name(&model).into());
+        let mut s: NodeSettings = merged.try_into().map_err(|e: toml::de::Error| {
+            Error::InvalidConfig(format!("{file}: {}", e.message()))
+        })?;
         let train = table.get("train").and_then(|t| t.as_table());
         let has = |key: &str| train.is_some_and(|t| t.contains_key(key));
         for (key, instead) in [
