@@ -91,7 +91,7 @@ fn bench_mr_batch(c: &mut Criterion) {
     let labels = Index::new(&cpu, &docs.iter().map(|d| d.label).collect::<Vec<_>>()).unwrap();
     let all = Index::new(&cpu, &(0..64).collect::<Vec<_>>()).unwrap();
     // 64-d embeddings (the paper's hidden width), and the 300-d embeddings
-    // of docs/results.md, where the embedding table dominates the step.
+    // of the earlier text protocol (`git show 949970a:docs/results.md`), where the embedding table dominates the step.
     for (group, dim, name) in [
         ("mr_batch64", 64, "hdgcn"),
         ("mr_batch64", 64, "hdgcn-static"),

@@ -49,11 +49,10 @@ use hdgcn::data::text::{
 };
 use hdgcn::models::{GraphClassifier, GraphInput, InputLayer};
 use hdgcn::nn::{Activation, Embedding, Features, Linear, Module};
-use hdgcn::optim::LrScheduleKind;
+use hdgcn::optim::{LrScheduleKind, OptimizerKind};
 use hdgcn::readout::GatedReadout;
 use hdgcn::train::{
-    AdversarialNorm, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig, SelectBy,
-    train_graph_classifier,
+    GraphFeatures, GraphSample, GraphTrainConfig, SelectBy, train_graph_classifier,
 };
 use hdgcn::{Error, Result};
 use ndarray::Array2;
@@ -74,7 +73,7 @@ struct Args {
     #[arg(long, default_value_t = 10)]
     epochs: usize,
     /// Learning rate of AdaBelief (gradients are clipped to total norm 5, as
-    /// in the text protocol of docs/results.md).
+    /// in the earlier text protocol, `git show 949970a:docs/results.md`).
     #[arg(long, default_value_t = 2e-3)]
     lr: f64,
     /// Load this checkpoint (saved by --save with the same options) instead of training.
@@ -188,18 +187,12 @@ fn run(args: &Args) -> Result<()> {
             lr_schedule: LrScheduleKind::Constant,
             lr_warmup_epochs: 0,
             weight_decay: 0.0,
-            optimizer: GraphOptimizer::AdaBelief,
+            optimizer: OptimizerKind::AdaBelief,
             patience: None,
             select_by: SelectBy::Accuracy,
             clip_grad_norm: Some(5.0),
             label_smoothing: 0.0,
-            node_dropout: 0.0,
             ema_decay: None,
-            rdrop_alpha: 0.0,
-            adversarial_epsilon: None,
-            adversarial_norm: AdversarialNorm::Table,
-            adversarial_warmup_epochs: 0,
-            input_lr_scale: 1.0,
             seed: args.seed,
             quiet: false,
         };

@@ -107,7 +107,26 @@ fn time_steps(
     Ok(median(&times))
 }
 
+/// `N x h` tensors a forward and backward of MVCAttn keep (inputs, values,
+/// outputs and their gradients; the `N x M` maps are narrower).
+const MVCATTN_TENSORS: usize = 16;
+
+/// `N x N` tensors the dense baseline keeps: the scores, their softmax and
+/// the gradients of both.
+const DENSE_TENSORS: usize = 4;
+
+/// Refuses a measurement of `n` nodes whose tensors (`tensors` of
+/// `n x width` `f32` values) the memory budget (`HDGCN_MEMORY_BUDGET`, else
+/// the machine's memory) cannot hold, before anything is allocated.
+fn check_size(kind: &str, n: usize, width: usize, tensors: usize) -> hdgcn::Result<()> {
+    hdgcn::limits::check_elements::<f32>(
+        format_args!("--single {n} --kind {kind} ({tensors} tensors of {n} x {width})"),
+        n.checked_mul(width).and_then(|e| e.checked_mul(tensors)),
+    )
+}
+
 fn measure_mvcattn(n: usize) -> hdgcn::Result<f64> {
+    check_size("mvcattn", n, HIDDEN, MVCATTN_TENSORS)?;
     let cpu = B::new();
     let mut rng = StdRng::seed_from_u64(0);
     let mut cfg = MvcAttnConfig::new(HIDDEN);
@@ -127,6 +146,7 @@ fn measure_mvcattn(n: usize) -> hdgcn::Result<f64> {
 }
 
 fn measure_dense(n: usize) -> hdgcn::Result<f64> {
+    check_size("dense", n, n, DENSE_TENSORS)?;
     let cpu = B::new();
     let mut rng = StdRng::seed_from_u64(0);
     let lin = |rng: &mut StdRng| Linear::new(&cpu, HIDDEN, HIDDEN, false, rng);
@@ -149,8 +169,15 @@ fn json_line(n: usize, ms: f64, rss: f64, kind: &str) -> String {
     serde_json::json!({ "n": n, "ms": ms, "peak_rss_mb": rss, "kind": kind }).to_string()
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
+fn main() {
+    // The errors' own text (`Display`), not their debug structure.
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.single {
         let ms = match args.kind.as_str() {
             "mvcattn" => measure_mvcattn(n)?,
@@ -245,6 +272,36 @@ mod tests {
             (Some(1.5), Some(20.25))
         );
         assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn a_dense_size_over_the_budget_is_refused_before_allocating() {
+        // Issue 70: `--single 100000000 --kind dense` aborted (10^16 scores).
+        let before = peak_rss_mb();
+        let budget = hdgcn::limits::MemoryBudget::parse("500MB").unwrap();
+        let e = budget.scope(|| measure_dense(100_000_000)).unwrap_err();
+        assert!(matches!(e, hdgcn::Error::OverBudget { .. }), "{e:?}");
+        let text = e.to_string();
+        for part in [
+            "--single 100000000 --kind dense (4 tensors of 100000000 x 100000000)",
+            "HDGCN_MEMORY_BUDGET",
+        ] {
+            assert!(text.contains(part), "{part:?} not in {text}");
+        }
+        let e = budget.scope(|| measure_mvcattn(100_000_000)).unwrap_err();
+        assert!(
+            e.to_string().contains("--single 100000000 --kind mvcattn"),
+            "{e}"
+        );
+        if let (Some(b), Some(a)) = (before, peak_rss_mb()) {
+            assert!(a - b < 64.0, "peak RSS grew from {b:.0} to {a:.0} MiB");
+        }
+        // 10^4 nodes, the sweep's largest dense size, fit (1.5 GiB) only a
+        // larger budget: the sweep's default needs the machine's memory.
+        hdgcn::limits::MemoryBudget::parse("2GiB")
+            .unwrap()
+            .scope(|| check_size("dense", 10_000, 10_000, DENSE_TENSORS))
+            .unwrap();
     }
 
     #[test]

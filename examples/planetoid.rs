@@ -1,14 +1,23 @@
 //! Node classification on Planetoid citation graphs (Cora, CiteSeer, PubMed)
-//! with GCN or ChebNet, on the public split or the geom-gcn full-supervised
-//! splits.
+//! with GCN, ChebNet or HDGCN, on the public split or the geom-gcn
+//! full-supervised splits: a runner over `NodeSettings`
+//! (`examples/common/node.rs`).
 //!
 //! ```text
 //! cargo run --release --example planetoid -- --dataset cora --model gcn --runs 10 --json
+//! cargo run --release --example planetoid -- --config configs/planetoid/cora-cheb.toml --runs 2
 //! ```
 //!
+//! Every setting of a run can come from `--config FILE` (a TOML file, see
+//! `configs/planetoid/` and `configs/paper/`); the flags given on the
+//! command line override it. The defaults depend on the model: Kipf &
+//! Welling's protocol for gcn and cheb, the paper's settings for hdgcn and
+//! hdgcn-static (K = 6, hidden 64, M = 10, AdaBelief at lr 1e-5, no weight
+//! decay), so that `--model hdgcn --split full` is
+//! `configs/paper/table5-cora-hdgcn.toml`.
 //! Accuracies are printed in percent. With `--json` the last stdout line is
 //! one JSON object (dataset, model, split, runs, test_acc_mean, test_acc_std,
-//! val_acc_mean, train_step_ms_median, peak_rss_mb, ...).
+//! val_acc_mean, train_step_ms_median, peak_rss_mb, test_accs, val_accs, ...).
 
 mod common;
 #[cfg(test)]
@@ -17,129 +26,59 @@ mod testing;
 
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
-use common::{Accuracies, AttnFlags, Example, ModelKind, Report, RunFlags, flag_name, parse_runs};
-use hdgcn::autograd::SparseMatrix;
+use clap::Parser;
+use common::node::{Checkpoint, NodeSettings, NodeSplit, run_node, run_node_with};
+use common::{Example, ModelKind, Report, RunFlags, parse_runs};
 use hdgcn::backend::{Backend, Device};
-use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
-use hdgcn::conv::{DeviceGraph, HdChebConfig};
-use hdgcn::data::{Planetoid, data_root, geom_gcn_dir, geom_gcn_split, planetoid_dir};
-use hdgcn::graph::Graph;
-use hdgcn::models::NodeClassifier;
-use hdgcn::nn::{Activation, Features};
-use hdgcn::optim::LrScheduleKind;
-use hdgcn::train::{
-    NodeTask, NodeTrainConfig, SelectBy, evaluate_nodes, refit_node_classifier,
-    train_node_classifier,
-};
-use hdgcn::util::{median, peak_rss_mb};
-use rand::SeedableRng;
 
 #[derive(Parser, Debug)]
-#[command(about = "GCN / ChebNet node classification on Planetoid datasets")]
+#[command(about = "GCN / ChebNet / HDGCN node classification on Planetoid datasets")]
 struct Args {
-    /// cora | citeseer | pubmed
-    #[arg(long, default_value = "cora")]
-    dataset: String,
-    /// gcn | cheb | hdgcn | hdgcn-static
-    #[arg(long, value_enum, ignore_case = true, default_value = "gcn")]
-    model: ModelKind,
+    /// Start from the settings of this TOML file (configs/planetoid/*.toml);
+    /// the flags below override them.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// cora | citeseer | pubmed [default: cora]
+    #[arg(long)]
+    dataset: Option<String>,
+    /// gcn | cheb | hdgcn | hdgcn-static [default: gcn]
+    #[arg(long, value_enum, ignore_case = true)]
+    model: Option<ModelKind>,
     /// Chebyshev terms (cheb: default 3) or order K (hdgcn*: even, default 6).
     #[arg(long)]
     k: Option<usize>,
-    /// public | full (geom-gcn 60/20/20 splits; run r uses split r mod 10)
-    #[arg(long, value_enum, ignore_case = true, default_value = "public")]
-    split: Split,
-    /// Independent runs (seeds seed, seed+1, ...).
-    #[arg(long, default_value_t = 10, value_parser = parse_runs)]
-    runs: usize,
-    /// Training epochs per run [default: 200 on the public split; 1000 on the
-    /// full split, the GCNII full-supervised protocol].
+    /// public | full (geom-gcn 60/20/20 splits; run r uses split r mod 10) |
+    /// geom-gcn:N (split N for every run) [default: public]
+    #[arg(long)]
+    split: Option<NodeSplit>,
+    /// Independent runs (seeds seed, seed+1, ...) [default: 10].
+    #[arg(long, value_parser = parse_runs)]
+    runs: Option<usize>,
+    /// Training epochs per run [default: 200 on the public split; 1000 on
+    /// geom-gcn splits, the GCNII full-supervised protocol].
     #[arg(long)]
     epochs: Option<usize>,
-    /// Stop after this many epochs without a better validation score (by
-    /// --select-by) [default: none on the public split; 100 on the full
-    /// split].
-    #[arg(long)]
-    patience: Option<usize>,
-    /// Which validation score picks each run's epoch and resets
-    /// --patience: accuracy (the highest; ties: the lower loss) | loss (the
-    /// lowest cross-entropy, as GCNII's full-supervised.py)
-    /// (`NodeTrainConfig::select_by`).
-    #[arg(long, default_value = "accuracy")]
-    select_by: SelectBy,
     /// Hidden width [default: 16; 64 for hdgcn models, as the paper].
     #[arg(long)]
     hidden: Option<usize>,
-    /// Adam learning rate.
-    #[arg(long, default_value_t = 0.01)]
-    lr: f64,
-    /// Learning-rate schedule over the epoch budget: constant | cosine |
-    /// cosine:ETA_MIN | step:STEP_SIZE:GAMMA.
-    #[arg(long, default_value = "constant")]
-    lr_schedule: LrScheduleKind,
-    /// Epochs of linear warm-up to --lr before the schedule, which then
-    /// runs over the epochs left (must be below --epochs; 0: none).
-    #[arg(long, default_value_t = 0)]
-    warmup_epochs: usize,
-    /// L2 weight decay (first layer, as Kipf & Welling and PyG's gcn.py).
-    #[arg(long, default_value_t = 5e-4)]
-    weight_decay: f64,
-    /// Label smoothing of the training loss, in [0, 1] (PyTorch's
-    /// `CrossEntropyLoss(label_smoothing=...)`; default 0: none).
-    #[arg(long, default_value_t = 0.0)]
-    label_smoothing: f64,
-    /// Evaluates and selects with an exponential moving average of the
-    /// weights with this decay, in [0, 1), updated after every step
-    /// (`optim::ExponentialMovingAverage`, with warm-up; default: none).
+    /// Learning rate [default: 0.01; 1e-5 for hdgcn models, the paper's,
+    /// with AdaBelief].
     #[arg(long)]
-    ema: Option<f64>,
-    /// Adversarial training of the input layer: each step also trains with
-    /// the first layer's input weights moved by this L2 norm along their
-    /// gradient (the fast gradient method, as text_classification's
-    /// `--adversarial` on the embedding table;
-    /// `NodeTrainConfig::adversarial_epsilon`; default: off; a step costs
-    /// about twice as much).
+    lr: Option<f64>,
+    /// Weight decay (first layer only unless the config says otherwise, as
+    /// Kipf & Welling and PyG's gcn.py) [default: 5e-4; 0 for hdgcn
+    /// models, as the paper].
     #[arg(long)]
-    adversarial: Option<f64>,
-    /// Epochs trained without `--adversarial` before its step starts
-    /// (`NodeTrainConfig::adversarial_warmup_epochs`; default 0: from the
-    /// first epoch; below --epochs). Needs `--adversarial`.
-    #[arg(long, default_value_t = 0)]
-    adversarial_warmup: usize,
-    /// Dropout probability.
-    #[arg(long, default_value_t = 0.5)]
-    dropout: f64,
+    weight_decay: Option<f64>,
+    /// Dropout probability [default: 0.5].
+    #[arg(long)]
+    dropout: Option<f64>,
     /// Data root (holds planetoid/ and geom-gcn-splits/); default $HDGCN_DATA, else ./data
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Keep raw bag-of-words features (default: row-normalised, as PyG's
-    /// NormalizeFeatures and Kipf & Welling).
+    /// Seed of the first run [default: 0].
     #[arg(long)]
-    raw_features: bool,
-    #[command(flatten)]
-    attn: AttnFlags,
-    /// Output layer of the hdgcn models: linear (the paper's softmax
-    /// classifier on H) | gcn (a GCN layer to the classes, `Â H W + b`,
-    /// `NodeClassifier::with_gcn_head`) [default: linear].
-    #[arg(long, value_enum, ignore_case = true)]
-    head: Option<Head>,
-    /// Non-linearity of the hdgcn models: σ inside the HD-ChebConv and the
-    /// activation before the output layer: relu | leaky_relu | elu | gelu |
-    /// tanh | sigmoid | identity (`nn::Activation`) [default: relu].
-    #[arg(long)]
-    activation: Option<String>,
-    /// After each run's selection, train a fresh model (same seed and
-    /// initialisation) on the training and validation nodes together for
-    /// the selected number of epochs and report its test accuracy
-    /// (`train::refit_node_classifier`, scikit-learn's `refit=True`);
-    /// validation accuracy and the selected epochs stay the selection
-    /// run's. `--save` then saves the refit model. Not with `--load`.
-    #[arg(long)]
-    refit: bool,
-    /// Base seed.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    seed: Option<u64>,
     /// Save the parameters of the last run (at its best validation epoch) as safetensors.
     #[arg(long)]
     save: Option<PathBuf>,
@@ -153,26 +92,70 @@ struct Args {
     quiet: bool,
 }
 
-/// `--split`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Split {
-    /// The Planetoid split (20 labels per class, 500 validation, 1000 test).
-    Public,
-    /// The geom-gcn 60/20/20 splits.
-    Full,
-}
-
-/// `--head`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Head {
-    /// `Linear(hidden -> classes)` after dropout (the paper's classifier).
-    Linear,
-    /// `GcnConv(hidden -> classes)` after the activation and dropout.
-    Gcn,
-}
-
 fn main() {
     common::main::<Args>();
+}
+
+impl Args {
+    /// The settings of the run: `--config`'s (or the defaults), with the
+    /// flags given on the command line put over them, all checked.
+    fn settings(&self) -> hdgcn::Result<NodeSettings> {
+        // The keys neither the file nor a flag gives take the defaults of
+        // the model the run ends up with.
+        let mut s = match &self.config {
+            Some(path) => NodeSettings::from_toml_file_for(path, self.model)?,
+            None => NodeSettings::for_model(self.model.unwrap_or(NodeSettings::default().model)),
+        };
+        if let Some(v) = &self.dataset {
+            s.dataset.clone_from(v);
+        }
+        if let Some(v) = self.model {
+            s.model = v;
+        }
+        if let Some(v) = self.k {
+            s.k = Some(v);
+        }
+        if let Some(v) = self.split {
+            s.split = v;
+        }
+        if let Some(v) = self.runs {
+            s.runs = v;
+        }
+        if let Some(v) = self.epochs {
+            s.set_epochs(v);
+        }
+        if let Some(v) = self.hidden {
+            s.hidden = Some(v);
+        }
+        if let Some(v) = self.lr {
+            s.train.lr = v;
+        }
+        if let Some(v) = self.weight_decay {
+            s.train.weight_decay = v;
+        }
+        if let Some(v) = self.dropout {
+            s.dropout = v;
+        }
+        if let Some(v) = self.seed {
+            s.seed = v;
+        }
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// `--save` or `--load` (not both).
+    fn checkpoint(&self) -> hdgcn::Result<Checkpoint> {
+        match (&self.save, &self.load) {
+            (Some(_), Some(_)) => Err(hdgcn::Error::InvalidConfig(
+                "--save trains and saves a model, --load evaluates one without training: \
+                 give one of them"
+                    .into(),
+            )),
+            (Some(p), None) => Ok(Checkpoint::Save(p.clone())),
+            (None, Some(p)) => Ok(Checkpoint::Load(p.clone())),
+            (None, None) => Ok(Checkpoint::None),
+        }
+    }
 }
 
 impl Example for Args {
@@ -181,243 +164,54 @@ impl Example for Args {
     }
 
     fn run<B: Backend<Elem = f32>>(&self, backend: &B, device: Device) -> hdgcn::Result<Report> {
-        run(self, backend, device)
-    }
-}
-
-fn run<B: Backend<Elem = f32>>(args: &Args, backend: &B, device: Device) -> hdgcn::Result<Report> {
-    let model_kind = args.model;
-    let hd = matches!(model_kind, ModelKind::Hdgcn | ModelKind::HdgcnStatic);
-    let k = args.k.unwrap_or(if hd { 6 } else { 3 });
-    let hidden = args.hidden.unwrap_or(if hd { 64 } else { 16 });
-    let head = match (hd, args.head) {
-        (true, h) => Some(h.unwrap_or(Head::Linear)),
-        (false, None) => None,
-        (false, Some(_)) => {
-            return Err(hdgcn::Error::InvalidConfig(format!(
-                "--head applies to --model hdgcn and hdgcn-static, not {}",
-                flag_name(&model_kind)
-            )));
-        }
-    };
-    let activation = match (hd, args.activation.as_deref()) {
-        (_, None) => Activation::Relu,
-        (true, Some(name)) => name.parse::<Activation>()?,
-        (false, Some(_)) => {
-            return Err(hdgcn::Error::InvalidConfig(format!(
-                "--activation applies to --model hdgcn and hdgcn-static, not {}",
-                flag_name(&model_kind)
-            )));
-        }
-    };
-    if args.refit && args.load.is_some() {
-        return Err(hdgcn::Error::InvalidConfig(
-            "--refit trains a model; it cannot be combined with --load".into(),
-        ));
-    }
-    if args.adversarial.is_none() && args.adversarial_warmup > 0 {
-        return Err(hdgcn::Error::InvalidConfig(format!(
-            "--adversarial-warmup {} delays the adversarial step: give --adversarial",
-            args.adversarial_warmup
-        )));
-    }
-    if let Some(warning) = lr_width_warning(model_kind, args.lr, hidden) {
-        eprintln!("{warning}");
-    }
-    if let Some(warning) = args.attn.ignored_warning(model_kind) {
-        eprintln!("{warning}");
-    }
-    let root = data_root(args.data_dir.as_deref());
-    let data = Planetoid::load(&planetoid_dir(&root), &args.dataset)?;
-    let graph = Graph::from_edges(data.num_nodes(), &data.edges)?;
-    let x = if args.raw_features {
-        data.features.clone()
-    } else {
-        data.row_normalized_features()
-    };
-    let features = Features::Sparse(SparseMatrix::from_csmat(backend, &x)?);
-    let mut task = NodeTask {
-        graph: DeviceGraph::new(backend, graph),
-        features,
-        labels: data.labels.clone(),
-        num_classes: data.num_classes,
-        split: data.public_split.clone(),
-    };
-    let full = args.split == Split::Full;
-    let epochs = args.epochs.unwrap_or(if full { 1000 } else { 200 });
-    let patience = args.patience.or(if full { Some(100) } else { None });
-    let (d, h, c) = (data.num_features(), hidden, data.num_classes);
-    // A freshly initialised model of run seed `seed` (a refit starts from
-    // the same initialisation as its selection run).
-    let build = |seed: u64| -> hdgcn::Result<NodeClassifier<B>> {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        Ok(match model_kind {
-            ModelKind::Gcn => NodeClassifier::gcn(backend, d, h, c, args.dropout, &mut rng)?,
-            ModelKind::Cheb => NodeClassifier::cheb(backend, d, h, c, k, args.dropout, &mut rng)?,
-            ModelKind::Hdgcn | ModelKind::HdgcnStatic => {
-                let mut cfg = HdChebConfig::in_model(d, h, k, args.dropout);
-                cfg.activation = activation;
-                let conv = args
-                    .attn
-                    .hd_cheb_conv(backend, model_kind, &cfg, &mut rng)?;
-                let model = NodeClassifier::new(vec![conv], args.dropout, activation)?;
-                match head {
-                    Some(Head::Gcn) => model.with_gcn_head(backend, c, &mut rng)?,
-                    _ => model.with_head(backend, c, &mut rng)?,
-                }
-            }
-        })
-    };
-    let (mut acc, mut steps) = (Accuracies::default(), Vec::new());
-    let mut selected_test = Vec::new();
-    for r in 0..args.runs {
-        let seed = args.seed + r as u64;
-        if full {
-            task.split = geom_gcn_split(&geom_gcn_dir(&root), &data.name, r % 10)?;
-        }
-        let mut model = build(seed)?;
-        let cfg = NodeTrainConfig {
-            epochs,
-            patience,
-            select_by: args.select_by,
-            lr: args.lr,
-            lr_schedule: args.lr_schedule,
-            lr_warmup_epochs: args.warmup_epochs,
-            weight_decay: args.weight_decay,
-            label_smoothing: args.label_smoothing,
-            ema_decay: args.ema,
-            adversarial_epsilon: args.adversarial,
-            adversarial_warmup_epochs: args.adversarial_warmup,
-            seed,
-            quiet: args.quiet,
-            ..NodeTrainConfig::default()
+        let s = self.settings()?;
+        let data_dir = self.data_dir.as_deref();
+        let mut report = match self.checkpoint()? {
+            Checkpoint::None => run_node(&s, backend, device, data_dir, self.quiet)?,
+            ckpt => run_node_with(&s, backend, device, data_dir, self.quiet, &ckpt)?,
         };
-        if let Some(path) = &args.load {
-            load_checkpoint(&model, path)?;
-            let va = evaluate_nodes(&mut model, &task, &task.split.val)?;
-            let (te, _) = evaluate_nodes(&mut model, &task, &task.split.test)?;
-            acc.push_loaded(path, va, te);
-            continue;
-        }
-        let mut rep = train_node_classifier(&mut model, &task, &cfg)?;
-        if args.refit {
-            selected_test.push(100.0 * rep.test_acc);
-            model = build(seed)?;
-            let refit = refit_node_classifier(&mut model, &task, &cfg, rep.best_epoch + 1)?;
-            if !args.quiet {
-                eprintln!(
-                    "run {r}: refit on {} nodes for {} epochs: test {:.2} (selection run {:.2})",
-                    task.split.train.len() + task.split.val.len(),
-                    rep.best_epoch + 1,
-                    100.0 * refit.test_acc,
-                    100.0 * rep.test_acc
-                );
-            }
-            rep.test_acc = refit.test_acc;
-        }
-        if let (Some(path), true) = (&args.save, r + 1 == args.runs) {
-            save_checkpoint(&model, path)?;
-            eprintln!("saved {}", path.display());
-        }
-        if !args.quiet {
-            eprintln!(
-                "run {r}: best epoch {:3}  val {:.2}  test {:.2}  step {:.3} ms",
-                rep.best_epoch,
-                100.0 * rep.val_acc,
-                100.0 * rep.test_acc,
-                median(&rep.step_ms)
-            );
-        }
-        acc.push((rep.val_acc, rep.val_loss), rep.test_acc, rep.best_epoch);
-        steps.extend(rep.step_ms);
+        report.json["malloc"] = self.run.malloc.in_effect().into();
+        Ok(report)
     }
-    let (tm, ts, vm) = acc.summary();
-    let (model_name, split_kind) = (flag_name(&model_kind), flag_name(&args.split));
-    let step = median(&steps);
-    let rss = peak_rss_mb().unwrap_or(f64::NAN);
-    let line = format!(
-        "{} {} ({} split, {} runs): test accuracy {tm:.2} ± {ts:.2} %, val {vm:.2} %, \
-         train step median {step:.3} ms, peak RSS {rss:.0} MiB",
-        data.name, model_name, split_kind, args.runs
-    );
-    let json = serde_json::json!({
-            "dataset": data.name,
-            "model": model_name,
-            "split": split_kind,
-            "runs": args.runs,
-            "k": if model_kind == ModelKind::Gcn { None } else { Some(k) },
-            "hidden": hidden,
-            "supernodes": (model_kind == ModelKind::Hdgcn).then_some(args.attn.supernodes),
-            "routing": (model_kind == ModelKind::Hdgcn).then_some(args.attn.routing.as_str()),
-            "score_norm": (model_kind == ModelKind::Hdgcn).then_some(args.attn.score_norm),
-            "attn_dropout": (model_kind == ModelKind::Hdgcn).then_some(args.attn.attn_dropout),
-            "head": head.map(|h| flag_name(&h)),
-            "activation": hd.then(|| activation.name()),
-            "epochs": epochs,
-            "patience": patience,
-            "select_by": args.select_by.as_str(),
-            "lr": args.lr,
-            "lr_schedule": args.lr_schedule.to_string(),
-            "warmup_epochs": args.warmup_epochs,
-            "label_smoothing": args.label_smoothing,
-            "ema": args.ema,
-            "adversarial": args.adversarial,
-            "adversarial_warmup": args.adversarial.map(|_| args.adversarial_warmup),
-            "refit": args.refit,
-            "selected_test_accs": args.refit.then_some(&selected_test),
-            "test_acc_mean": tm,
-            "test_acc_std": ts,
-            "val_acc_mean": vm,
-            "val_accs": acc.val,
-            "val_loss_mean": acc.val_loss_mean(),
-            "val_losses": acc.val_losses,
-            "test_accs": acc.test,
-            "best_epochs": acc.best_epochs,
-            "train_step_ms_median": step,
-            "peak_rss_mb": rss,
-            "malloc": args.run.malloc.in_effect(),
-            "device": device.as_str(),
-            "adapter": backend.name(),
-    });
-    Ok(Report { line, json })
-}
-
-/// The largest `lr × hidden` at which HDGCN (the dynamic variant) trained in
-/// every measured 50-epoch run on Cora with Adam (docs/results.md, "Why wide dynamic
-/// layers collapse"): the collapse sets in between 0.9 and 1.1.
-const HDGCN_MAX_LR_WIDTH: f64 = 0.75;
-
-/// A warning for an HDGCN run whose learning rate times hidden width lies
-/// above [`HDGCN_MAX_LR_WIDTH`]. At initialisation the dynamic transition
-/// hands every node the same vector, so the gradients of its `h x h`
-/// weights are rank one, and Adam's first steps (`lr · sign(G)`) change
-/// each of them by `lr · h` in spectral norm.
-fn lr_width_warning(model: ModelKind, lr: f64, hidden: usize) -> Option<String> {
-    let product = lr * hidden as f64;
-    (model == ModelKind::Hdgcn && product > HDGCN_MAX_LR_WIDTH).then(|| {
-        format!(
-            "warning: --lr {lr} x --hidden {hidden} = {product:.2}. In 50-epoch runs on Cora (K = 6) \
-             HDGCN ended at the majority class whenever lr x hidden was 1.1 or more, and \
-             trained whenever it was at most {HDGCN_MAX_LR_WIDTH}: use --lr {:.2e} or lower \
-             (docs/results.md, \"Why wide dynamic layers collapse\")",
-            HDGCN_MAX_LR_WIDTH / hidden as f64
-        )
-    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::common::run_on_cpu;
+    use super::common::node::{hd_node_train, lr_width_warning};
+    use super::common::{flag_name, run_on_cpu};
     use super::testing::{assert_runs_average, parse_args, scratch};
     use super::*;
-    use std::path::Path;
+    use hdgcn::backend::Cpu;
+    use hdgcn::optim::OptimizerKind;
+    use std::path::{Path, PathBuf};
 
     fn parse(flags: &[&str]) -> Args {
         parse_args(flags)
     }
 
+    /// The vendored Cora (data/planetoid).
+    fn data() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("data")
+    }
+
+    /// `flags` (a whitespace-separated string) and `extra`, on the vendored Cora.
+    fn run_flags(flags: &str, extra: &[&str]) -> serde_json::Value {
+        let data = data();
+        let mut argv: Vec<&str> = flags.split_whitespace().collect();
+        argv.extend(["--quiet", "--json", "--data-dir", data.to_str().unwrap()]);
+        argv.extend(extra);
+        run_on_cpu::<Args>(&parse(&argv)).json
+    }
+
+    /// Writes `text` to `dir/name` and returns the path.
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
     /// The fields README.md lists for `planetoid --json`.
-    const README_FIELDS: [&str; 37] = [
+    const README_FIELDS: [&str; 34] = [
         "dataset",
         "model",
         "split",
@@ -448,49 +242,320 @@ mod tests {
         "attn_dropout",
         "head",
         "activation",
-        "refit",
-        "selected_test_accs",
-        "adversarial",
-        "adversarial_warmup",
         "select_by",
         "val_loss_mean",
         "val_losses",
+        "optimizer",
     ];
 
     #[test]
-    fn the_hdgcn_flags_of_issue_3_parse() {
-        let a = parse(&["--model", "hdgcn", "--k", "4", "--supernodes", "12"]);
+    fn the_kept_flags_parse_and_the_moved_ones_do_not() {
+        let a = parse(&["--model", "hdgcn", "--k", "4", "--split", "full"]);
         assert_eq!(
-            (a.model, a.k, a.attn.supernodes),
-            (ModelKind::Hdgcn, Some(4), 12)
+            (a.model, a.k, a.split),
+            (Some(ModelKind::Hdgcn), Some(4), Some(NodeSplit::Full))
         );
         assert_eq!(
             parse(&["--model", "hdgcn-static"]).model,
-            ModelKind::HdgcnStatic
+            Some(ModelKind::HdgcnStatic)
         );
-        assert_eq!(parse(&["--split", "full"]).split, Split::Full);
-        assert!(Args::try_parse_from(["planetoid", "--model", "gat"]).is_err());
+        assert_eq!(
+            parse(&["--split", "geom-gcn:3"]).split,
+            Some(NodeSplit::GeomGcn(3))
+        );
+        for bad in [
+            &["--model", "gat"][..],
+            &["--split", "geom-gcn:10"],
+            &["--runs", "0"],
+            &["--supernodes", "12"],
+            &["--refit"],
+        ] {
+            let argv = std::iter::once("planetoid").chain(bad.iter().copied());
+            assert!(Args::try_parse_from(argv).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn defaults_follow_the_model_and_the_split() {
+        let s = parse(&[]).settings().unwrap();
+        assert_eq!((s.k(), s.hidden(), s.runs), (3, 16, 10));
+        assert_eq!(s.train_config(0, true).epochs, 200);
+        assert_eq!(s.train_config(0, true).patience, None);
+        assert_eq!(s.train.optimizer, OptimizerKind::Adam);
+        assert_eq!((s.train.lr, s.train.weight_decay), (0.01, 5e-4));
+        // The hdgcn models: the paper's settings (configs/paper/table5-*).
+        for model in ["hdgcn", "hdgcn-static"] {
+            let s = parse(&["--model", model, "--split", "full"])
+                .settings()
+                .unwrap();
+            assert_eq!((s.k(), s.hidden(), s.supernodes, s.runs), (6, 64, 10, 10));
+            assert_eq!(s.dropout, 0.5);
+            let cfg = s.train_config(3, true);
+            assert_eq!((cfg.epochs, cfg.patience, cfg.seed), (1000, Some(100), 3));
+            assert_eq!(cfg.optimizer, OptimizerKind::AdaBelief);
+            assert_eq!((cfg.lr, cfg.weight_decay), (1e-5, 0.0));
+            // Flags still override them.
+            let s = parse(&["--model", model, "--lr", "0.01", "--weight-decay", "1e-4"])
+                .settings()
+                .unwrap();
+            assert_eq!((s.train.lr, s.train.weight_decay), (0.01, 1e-4));
+            assert_eq!(s.train.optimizer, OptimizerKind::AdaBelief);
+        }
+        let s = parse(&["--split", "full", "--epochs", "30"])
+            .settings()
+            .unwrap();
+        assert_eq!(s.train_config(0, true).epochs, 30);
+    }
+
+    #[test]
+    fn flags_override_the_config_file() {
+        let dir = scratch("planetoid-override");
+        let cfg = write(
+            &dir,
+            "run.toml",
+            "runner = \"planetoid\"\nmodel = \"cheb\"\nk = 2\nruns = 3\n\
+             [train]\nlr = 0.05\noptimizer = \"adabelief\"\nepochs = 40\n",
+        );
+        let c = cfg.to_str().unwrap();
+        let s = parse(&["--config", c]).settings().unwrap();
+        assert_eq!((s.model, s.k(), s.runs), (ModelKind::Cheb, 2, 3));
+        assert_eq!((s.train.lr, s.train.epochs), (0.05, 40));
+        let s = parse(&[
+            "--config", c, "--k", "4", "--lr", "0.002", "--split", "full",
+        ])
+        .settings()
+        .unwrap();
+        assert_eq!((s.k(), s.train.lr), (4, 0.002));
+        // The file's epochs stand on a geom-gcn split; its patience follows the split.
+        let cfg = s.train_config(0, true);
+        assert_eq!((cfg.epochs, cfg.patience), (40, Some(100)));
+        let err = parse(&["--config", c, "--dropout", "1.5"])
+            .settings()
+            .unwrap_err();
+        assert!(err.to_string().contains("dropout"), "{err}");
+        // `--model` over a file: the file's keys stand, the keys it leaves
+        // out take the defaults of the flag's model.
+        let s = parse(&["--config", c, "--model", "hdgcn"])
+            .settings()
+            .unwrap();
+        assert_eq!(s.model, ModelKind::Hdgcn);
+        assert_eq!(
+            (s.train.lr, s.train.optimizer),
+            (0.05, OptimizerKind::AdaBelief)
+        );
+        assert_eq!(s.train.weight_decay, hd_node_train().weight_decay);
+        let gcn = write(&dir, "gcn.toml", "model = \"gcn\"\ndropout = 0.3\n");
+        let s = parse(&["--config", gcn.to_str().unwrap(), "--model", "hdgcn-static"])
+            .settings()
+            .unwrap();
+        assert_eq!(
+            (s.model, s.dropout, s.hidden()),
+            (ModelKind::HdgcnStatic, 0.3, 64)
+        );
+        assert_eq!(s.train, hd_node_train());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_bad_config_names_the_file_the_key_and_the_problem() {
+        let dir = scratch("planetoid-bad-config");
+        for (name, text, needles) in [
+            (
+                "unknown.toml",
+                "model = \"gcn\"\nsupernode = 3\n",
+                &["unknown.toml", "supernode", "unknown field"][..],
+            ),
+            (
+                "unknown-train.toml",
+                "[train]\nlr = 0.01\nrdrop = 1.0\n",
+                &["unknown-train.toml", "train.rdrop", "unknown field"],
+            ),
+            (
+                "type.toml",
+                "hidden = \"wide\"\n",
+                &["type.toml", "hidden", "invalid type"],
+            ),
+            (
+                "model.toml",
+                "model = \"gat\"\n",
+                &["model.toml", "model", "unknown model 'gat'"],
+            ),
+            (
+                "optimizer.toml",
+                "[train]\noptimizer = \"adamx\"\n",
+                &[
+                    "optimizer.toml",
+                    "train.optimizer",
+                    "unknown optimizer 'adamx'",
+                ],
+            ),
+            (
+                "runner.toml",
+                "runner = \"text_classification\"\n",
+                &["runner.toml", "runner", "'text_classification'"],
+            ),
+            (
+                "k.toml",
+                "model = \"hdgcn\"\nk = 3\n",
+                &["k.toml", "k:", "even K"],
+            ),
+            (
+                "warmup.toml",
+                "[train]\nepochs = 10\nlr_warmup_epochs = 10\n",
+                &["warmup.toml", "train", "warm"],
+            ),
+            (
+                "seed.toml",
+                "[train]\nseed = 3\n",
+                &["seed.toml", "train.seed", "top-level `seed`"],
+            ),
+        ] {
+            let path = write(&dir, name, text);
+            let err = NodeSettings::from_toml_file(&path).unwrap_err();
+            assert!(matches!(err, hdgcn::Error::InvalidConfig(_)), "{err:?}");
+            let msg = err.to_string();
+            for needle in needles {
+                assert!(msg.contains(needle), "{name}: {needle:?} not in {msg}");
+            }
+            // The runner fails the same way, before reading any data.
+            let c = path.to_str().unwrap();
+            let err = Args::run(
+                &parse(&["--config", c, "--data-dir", "/nonexistent"]),
+                &hdgcn::backend::Cpu::<f32>::new(),
+                Device::Cpu,
+            )
+            .unwrap_err();
+            assert!(err.to_string().contains(name), "{err}");
+        }
+        let missing = dir.join("missing.toml");
+        let err = NodeSettings::from_toml_file(&missing).unwrap_err();
+        assert!(matches!(err, hdgcn::Error::Io { .. }), "{err:?}");
+        assert!(err.to_string().contains("missing.toml"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn every_config_of_configs_planetoid_parses() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/planetoid");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 3, "{files:?}");
+        for f in &files {
+            let s = NodeSettings::from_toml_file(f).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(s.runner.as_deref(), Some("planetoid"), "{}", f.display());
+        }
+        // The default GCN config is the runner's defaults.
+        let gcn = NodeSettings::from_toml_file(&dir.join("cora-gcn.toml")).unwrap();
+        let default = NodeSettings::default();
+        assert_eq!(
+            (gcn.model, gcn.runs, &gcn.dataset),
+            (ModelKind::Gcn, 10, &default.dataset)
+        );
+        assert_eq!(gcn.train_config(0, true), default.train_config(0, true));
+    }
+
+    /// The settings of `s` as a run reads them, as JSON: the fields with
+    /// `k` and `hidden` resolved for the model, and the loop of every run
+    /// (epochs and patience follow the split unless given) for `train`.
+    fn resolved(s: &NodeSettings) -> serde_json::Value {
+        let mut v = serde_json::to_value(s).unwrap();
+        v["k"] = s.k().into();
+        v["hidden"] = s.hidden().into();
+        let runs: Vec<_> = (0..s.runs).map(|r| s.train_config(r, true)).collect();
+        v["train"] = serde_json::to_value(runs).unwrap();
+        v
+    }
+
+    /// The planetoid configs of configs/paper (paper Table 5), by file name.
+    fn paper_configs() -> Vec<(String, NodeSettings)> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/paper");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if path.extension().is_some_and(|e| e == "toml")
+                && text.contains("runner = \"planetoid\"")
+            {
+                let s = NodeSettings::from_toml_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                out.push((name, s));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    #[test]
+    fn the_paper_configs_are_the_plain_commands() {
+        let configs = paper_configs();
+        let names: Vec<&str> = configs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "table5-citeseer-hdgcn-static.toml",
+                "table5-citeseer-hdgcn.toml",
+                "table5-cora-hdgcn-static.toml",
+                "table5-cora-hdgcn.toml",
+                "table5-pubmed-hdgcn-static.toml",
+                "table5-pubmed-hdgcn.toml",
+            ]
+        );
+        for (name, file) in &configs {
+            assert!(file.reference.is_some(), "{name}: no [reference]");
+            assert_eq!((file.split, file.runs), (NodeSplit::Full, 10), "{name}");
+            // `planetoid --dataset D --model M --split full`: the config
+            // differs from it only in what names the row.
+            let model = flag_name(&file.model);
+            let plain = parse(&[
+                "--dataset",
+                &file.dataset,
+                "--model",
+                &model,
+                "--split",
+                "full",
+            ])
+            .settings()
+            .unwrap();
+            let mut expected = plain.clone();
+            expected.runner = file.runner.clone();
+            expected.reference = file.reference.clone();
+            assert_eq!(resolved(file), resolved(&expected), "{name}");
+        }
+        // The two variants of a row share every setting but the model.
+        for pair in configs.chunks(2) {
+            let [(a_name, a), (b_name, b)] = pair else {
+                panic!("{pair:?}")
+            };
+            assert_eq!(a.model, ModelKind::HdgcnStatic, "{a_name}");
+            assert_eq!(b.model, ModelKind::Hdgcn, "{b_name}");
+            let mut a = a.clone();
+            a.model = b.model;
+            a.reference = b.reference.clone();
+            assert_eq!(resolved(&a), resolved(b), "{a_name} vs {b_name}");
+        }
     }
 
     #[test]
     fn json_summary_has_the_readme_fields_and_a_saved_checkpoint_reloads() {
-        // The vendored Cora (data/planetoid), public split.
-        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
         let dir = scratch("planetoid");
         let ckpt = dir.join("model.safetensors");
-        let mut common: Vec<&str> =
-            "--model hdgcn --k 2 --supernodes 3 --hidden 8 --epochs 5 --quiet --json"
-                .split_whitespace()
-                .collect();
-        common.extend(["--data-dir", data.to_str().unwrap()]);
-        let trained = run_on_cpu::<Args>(&parse(
+        let cfg = write(&dir, "hd.toml", "supernodes = 3\n");
+        let common = format!("--k 2 --hidden 8 --epochs 5 --config {}", cfg.display());
+        let j = run_flags(
+            &common,
             &[
-                &common[..],
-                &["--runs", "2", "--save", ckpt.to_str().unwrap()],
-            ]
-            .concat(),
-        ));
-        let j = &trained.json;
+                "--model",
+                "hdgcn",
+                "--runs",
+                "2",
+                "--save",
+                ckpt.to_str().unwrap(),
+            ],
+        );
         for field in README_FIELDS {
             assert!(j.get(field).is_some(), "missing {field:?} in {j}");
         }
@@ -507,204 +572,231 @@ mod tests {
             (Some(2), Some(3))
         );
         assert_eq!(j["head"], "linear");
-        let tests = assert_runs_average(j, "test_accs", "test_acc_mean", 2);
-        assert_runs_average(j, "val_accs", "val_acc_mean", 2);
-        assert_runs_average(j, "val_losses", "val_loss_mean", 2);
+        let tests = assert_runs_average(&j, "test_accs", "test_acc_mean", 2);
+        assert_runs_average(&j, "val_accs", "val_acc_mean", 2);
+        assert_runs_average(&j, "val_losses", "val_loss_mean", 2);
         assert!(
             j["train_step_ms_median"].as_f64().is_some_and(|v| v > 0.0),
             "{j}"
         );
         // The checkpoint is the last run's (seed 1) at its best epoch.
-        let loaded = run_on_cpu::<Args>(&parse(
+        let loaded = run_flags(
+            &common,
             &[
-                &common[..],
-                &[
-                    "--runs",
-                    "1",
-                    "--seed",
-                    "1",
-                    "--load",
-                    ckpt.to_str().unwrap(),
-                ],
-            ]
-            .concat(),
-        ));
-        assert_eq!(loaded.json["test_accs"][0], tests[1], "{}", loaded.json);
-        std::fs::remove_dir_all(&dir).unwrap();
-        // The static variant reports no MVCAttn settings.
-        let st = run_on_cpu::<Args>(&parse(
-            &[
-                &["--model", "hdgcn-static", "--runs", "1"][..],
-                &common[2..],
-            ]
-            .concat(),
-        ));
-        assert_eq!(st.json["model"], "hdgcn-static");
-        assert_eq!(st.json["supernodes"], serde_json::Value::Null);
-        assert_eq!(st.json["k"].as_u64(), Some(2));
-    }
-
-    #[test]
-    fn refit_reports_the_refit_models_test_accuracy() {
-        // The vendored Cora: the public split's 140 training and 500
-        // validation nodes, so the refit trains on 640.
-        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
-        let mut common: Vec<&str> = "--model gcn --hidden 8 --epochs 20 --runs 2 --quiet --json"
-            .split_whitespace()
-            .collect();
-        common.extend(["--data-dir", data.to_str().unwrap()]);
-        let plain = run_on_cpu::<Args>(&parse(&common)).json;
-        assert_eq!(plain["refit"], false);
-        assert_eq!(plain["selected_test_accs"], serde_json::Value::Null);
-        let refit = run_on_cpu::<Args>(&parse(&[&common[..], &["--refit"]].concat())).json;
-        assert_eq!(refit["refit"], true);
-        // The selection runs are those of the plain command.
-        assert_eq!(refit["selected_test_accs"], plain["test_accs"]);
-        assert_eq!(refit["best_epochs"], plain["best_epochs"]);
-        assert_eq!(refit["val_acc_mean"], plain["val_acc_mean"]);
-        // The reported test accuracies are the refit models'; with 4.6
-        // times the labelled nodes at least one run ends elsewhere.
-        assert_ne!(refit["test_accs"], plain["test_accs"], "{refit}");
-        let err = run(
-            &parse(&[&common[..], &["--refit", "--load", "x.safetensors"]].concat()),
+                "--model",
+                "hdgcn",
+                "--runs",
+                "1",
+                "--seed",
+                "1",
+                "--load",
+                ckpt.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(loaded["test_accs"][0], tests[1], "{loaded}");
+        // --save with --load is an error.
+        let err = Args::run(
+            &parse(&["--save", "a.safetensors", "--load", "b.safetensors"]),
             &hdgcn::backend::Cpu::<f32>::new(),
             Device::Cpu,
         )
         .unwrap_err();
-        assert!(err.to_string().contains("--refit"), "{err}");
+        assert!(err.to_string().contains("--load"), "{err}");
+        // The static variant reports no MVCAttn settings.
+        let st = run_flags(&common, &["--model", "hdgcn-static", "--runs", "1"]);
+        assert_eq!(st["model"], "hdgcn-static");
+        assert_eq!(st["supernodes"], serde_json::Value::Null);
+        assert_eq!(st["k"].as_u64(), Some(2));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn attention_dropout_reaches_mvcattn_and_is_checked() {
-        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
-        let mut common: Vec<&str> =
-            "--k 2 --supernodes 3 --hidden 8 --epochs 8 --runs 1 --quiet --json"
-                .split_whitespace()
-                .collect();
-        common.extend(["--data-dir", data.to_str().unwrap()]);
-        let static_ = run_on_cpu::<Args>(&parse(
-            &[&common[..], &["--model", "hdgcn-static"]].concat(),
-        ))
-        .json;
-        assert_eq!(static_["attn_dropout"], serde_json::Value::Null);
-        common.extend(["--model", "hdgcn"]);
-        let plain = run_on_cpu::<Args>(&parse(&common)).json;
-        assert_eq!(plain["attn_dropout"].as_f64(), Some(0.0));
-        let dropped =
-            run_on_cpu::<Args>(&parse(&[&common[..], &["--attn-dropout", "0.5"]].concat())).json;
-        assert_eq!(dropped["attn_dropout"].as_f64(), Some(0.5));
-        assert_ne!(dropped["val_accs"], plain["val_accs"], "{dropped}");
-        let cpu = hdgcn::backend::Cpu::<f32>::new();
-        let err = run(
-            &parse(&[&common[..], &["--attn-dropout", "1"]].concat()),
-            &cpu,
-            Device::Cpu,
-        )
-        .unwrap_err();
+        let dir = scratch("planetoid-attn");
+        // At the paper's lr 1e-5 eight epochs change no prediction: 0.01.
+        let common = "--k 2 --hidden 8 --epochs 8 --runs 1 --lr 0.01";
+        let plain = write(&dir, "plain.toml", "supernodes = 3\n");
+        let dropped = write(&dir, "dropped.toml", "supernodes = 3\nattn_dropout = 0.5\n");
+        let with = |cfg: &Path, model: &str| {
+            run_flags(
+                common,
+                &["--model", model, "--config", cfg.to_str().unwrap()],
+            )
+        };
+        assert_eq!(
+            with(&dropped, "hdgcn-static")["attn_dropout"],
+            serde_json::Value::Null
+        );
+        let p = with(&plain, "hdgcn");
+        assert_eq!(p["attn_dropout"].as_f64(), Some(0.0));
+        let d = with(&dropped, "hdgcn");
+        assert_eq!(d["attn_dropout"].as_f64(), Some(0.5));
+        assert_ne!(d["val_accs"], p["val_accs"], "{d}");
+        let bad = write(&dir, "bad.toml", "attn_dropout = 1.0\n");
+        let err = NodeSettings::from_toml_file(&bad).unwrap_err();
         assert!(
-            err.to_string().contains("dropout must be in [0, 1)"),
+            err.to_string().contains("attn_dropout: must be in [0, 1)"),
             "{err}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn select_by_reports_its_metric_and_picks_epochs_by_it() {
-        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
-        let mut common: Vec<&str> = "--model gcn --hidden 8 --epochs 40 --runs 1 --quiet --json"
-            .split_whitespace()
-            .collect();
-        common.extend(["--data-dir", data.to_str().unwrap()]);
-        let acc = run_on_cpu::<Args>(&parse(&common)).json;
+        let dir = scratch("planetoid-select");
+        let common = "--model gcn --hidden 8 --epochs 40 --runs 1";
+        let acc = run_flags(common, &[]);
         assert_eq!(acc["select_by"], "accuracy");
-        let loss =
-            run_on_cpu::<Args>(&parse(&[&common[..], &["--select-by", "loss"]].concat())).json;
+        let cfg = write(&dir, "loss.toml", "[train]\nselect_by = \"loss\"\n");
+        let loss = run_flags(common, &["--config", cfg.to_str().unwrap()]);
         assert_eq!(loss["select_by"], "loss");
         // One training run, two picks: on the public split the validation
         // loss bottoms out at another epoch than the accuracy peaks.
         assert_ne!(loss["best_epochs"], acc["best_epochs"], "{loss}");
-        let err = Args::try_parse_from(["planetoid", "--select-by", "f1"]).unwrap_err();
-        assert!(err.to_string().contains("'f1'"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
-    fn adversarial_reports_its_settings_and_changes_the_runs() {
-        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
-        let mut common: Vec<&str> = "--model gcn --hidden 8 --epochs 6 --runs 1 --quiet --json"
-            .split_whitespace()
-            .collect();
-        common.extend(["--data-dir", data.to_str().unwrap()]);
-        let plain = run_on_cpu::<Args>(&parse(&common)).json;
-        assert_eq!(plain["adversarial"], serde_json::Value::Null);
-        assert_eq!(plain["adversarial_warmup"], serde_json::Value::Null);
-        let adv = run_on_cpu::<Args>(&parse(
-            &[
-                &common[..],
-                &["--adversarial", "2", "--adversarial-warmup", "1"],
-            ]
-            .concat(),
-        ))
-        .json;
-        assert_eq!(adv["adversarial"].as_f64(), Some(2.0));
-        assert_eq!(adv["adversarial_warmup"].as_u64(), Some(1));
-        assert_ne!(adv["val_accs"], plain["val_accs"], "{adv}");
-        let cpu = hdgcn::backend::Cpu::<f32>::new();
-        for (flags, needle) in [
-            (&["--adversarial-warmup", "2"][..], "give --adversarial"),
-            (
-                &["--adversarial", "0.5", "--adversarial-warmup", "6"],
-                "adversarial_warmup_epochs of 6",
-            ),
-            (&["--adversarial", "0"], "adversarial_epsilon"),
-        ] {
-            let err = run(&parse(&[&common[..], flags].concat()), &cpu, Device::Cpu).unwrap_err();
-            assert!(err.to_string().contains(needle), "{err}");
-        }
-    }
-
-    #[test]
-    fn mvcattn_flags_warn_for_models_without_mvcattn() {
-        let warning = |flags: &[&str]| parse(flags).attn.ignored_warning(parse(flags).model);
-        let w = warning(&[
-            "--model",
-            "hdgcn-static",
-            "--supernodes",
-            "20",
-            "--score-norm",
-        ])
-        .expect("two flags the static variant ignores");
+    fn mvcattn_settings_warn_for_models_without_mvcattn() {
+        let settings = |text: &str| NodeSettings::from_toml_str(text, "t.toml").unwrap();
+        let w =
+            settings("model = \"hdgcn-static\"\nsupernodes = 20\nscore_norm = true\n").warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
         assert!(
-            w.contains("--supernodes, --score-norm configure MVCAttn"),
-            "{w}"
+            w[0].contains("supernodes, score_norm configure MVCAttn"),
+            "{w:?}"
         );
-        assert!(w.contains("--model hdgcn-static"), "{w}");
-        for (flag, value) in [
-            ("--supernodes", Some("4")),
-            ("--routing", Some("votes")),
-            ("--score-norm", None),
-            ("--attn-dropout", Some("0.3")),
+        assert!(w[0].contains("model hdgcn-static"), "{w:?}");
+        for key in [
+            "supernodes = 4",
+            "routing = \"votes\"",
+            "attn_dropout = 0.3",
         ] {
-            let flags: Vec<&str> = ["--model", "gcn", flag].into_iter().chain(value).collect();
-            let w = warning(&flags).unwrap_or_else(|| panic!("{flag} is not reported"));
+            let w = settings(&format!("model = \"gcn\"\n{key}\n")).warnings();
+            assert_eq!(w.len(), 1, "{key}: {w:?}");
             assert!(
-                w.starts_with(&format!("warning: {flag} configures MVCAttn")),
-                "{w}"
+                settings(&format!("model = \"hdgcn\"\n{key}\n"))
+                    .warnings()
+                    .is_empty()
             );
-            let mut dynamic = flags.clone();
-            dynamic[1] = "hdgcn";
-            assert_eq!(warning(&dynamic), None, "{flag} applies to hdgcn");
         }
-        // Nothing set away from its default: nothing to report.
         for model in ["gcn", "cheb", "hdgcn-static"] {
-            assert_eq!(warning(&["--model", model]), None);
-            assert_eq!(warning(&["--model", model, "--supernodes", "10"]), None);
+            assert!(
+                settings(&format!("model = \"{model}\"\nsupernodes = 10\n"))
+                    .warnings()
+                    .is_empty()
+            );
         }
+    }
+
+    #[test]
+    fn k_with_gcn_is_refused_and_seeds_may_not_wrap() {
+        let read = |text: &str| NodeSettings::from_toml_str(text, "t.toml");
+        let err = read("model = \"gcn\"\nk = 5\n").unwrap_err().to_string();
+        assert!(err.contains("key k"), "{err}");
+        read("model = \"cheb\"\nk = 5\n").unwrap();
+        // Run 1 of seed u64::MAX (as `--seed` gives it) would wrap to seed 0.
+        let mut s = read("runs = 2\n").unwrap();
+        s.seed = u64::MAX;
+        let err = s.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("seed") && err.contains("largest seed"),
+            "{err}"
+        );
+        s.runs = 1;
+        s.validate().unwrap();
+    }
+
+    /// The error of `r`, which must be `OverBudget` naming every one of
+    /// `names` and how to raise the budget.
+    fn over_budget<T: std::fmt::Debug>(r: hdgcn::Result<T>, names: &[&str]) -> String {
+        match r {
+            Err(e @ hdgcn::Error::OverBudget { .. }) => {
+                let text = e.to_string();
+                for n in names.iter().chain(&["HDGCN_MEMORY_BUDGET", "bytes"]) {
+                    assert!(text.contains(n), "{n:?} not in {text}");
+                }
+                text
+            }
+            other => panic!("expected OverBudget naming {names:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sizes_over_the_memory_budget_are_refused_before_anything_is_allocated() {
+        use hdgcn::limits::MemoryBudget;
+        use hdgcn::util::peak_rss_mb;
+        let read = |text: &str| NodeSettings::from_toml_str(text, "t.toml");
+        let before = peak_rss_mb();
+        MemoryBudget::parse("500MB").unwrap().scope(|| {
+            // Issue 70: 5.6 GB and an abort; ChebConv K = 1000: 2.2 GB.
+            let e = over_budget(read("hidden = 1000000\n"), &["t.toml: hidden 1000000"]);
+            assert!(
+                e.contains("more than the memory budget of 476.8 MiB"),
+                "{e}"
+            );
+            over_budget(
+                read("model = \"cheb\"\nk = 1000\n"),
+                &["hidden 16, k 1000", "model cheb on cora"],
+            );
+            over_budget(
+                read("model = \"hdgcn\"\nk = 1000\n"),
+                &["hidden 64, k 1000, supernodes 10"],
+            );
+            // Through the run itself: refused before the data is read.
+            let mut s = NodeSettings::default();
+            s.hidden = Some(1_000_000);
+            let nowhere = Path::new("/nonexistent/hdgcn-data");
+            over_budget(
+                run_node(&s, &Cpu::<f32>::new(), Device::Cpu, Some(nowhere), true),
+                &["hidden 1000000"],
+            );
+        });
+        if let (Some(b), Some(a)) = (before, peak_rss_mb()) {
+            assert!(a - b < 64.0, "peak RSS grew from {b:.0} to {a:.0} MiB");
+        }
+        // The configs and every model's defaults fit 1 GiB, PubMed's too.
+        MemoryBudget::parse("1GiB").unwrap().scope(|| {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/planetoid");
+            for f in std::fs::read_dir(&dir).unwrap() {
+                let f = f.unwrap().path();
+                if f.extension().is_some_and(|e| e == "toml") {
+                    NodeSettings::from_toml_file(&f).unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+            for dataset in ["cora", "citeseer", "pubmed"] {
+                for model in ["gcn", "cheb", "hdgcn", "hdgcn-static"] {
+                    read(&format!("dataset = \"{dataset}\"\nmodel = \"{model}\"\n"))
+                        .unwrap_or_else(|e| panic!("{dataset} {model}: {e}"));
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn an_epoch_budget_of_1e12_trains_and_stops_by_patience() {
+        // Issue 70: `Vec::with_capacity(epochs)` aborted on allocation.
+        let mut s = NodeSettings::from_toml_str(
+            "runs = 1\n[train]\nepochs = 1000000000000\npatience = 1\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(s.train.epochs, 1_000_000_000_000);
+        s.set_epochs(1_000_000_000_000);
+        let t0 = std::time::Instant::now();
+        let rep = run_node(&s, &Cpu::<f32>::new(), Device::Cpu, Some(&data()), true).unwrap();
+        let best = rep.json["best_epochs"][0].as_u64().unwrap();
+        assert!(best < 1000, "{best}");
+        assert!(t0.elapsed().as_secs() < 60, "{:?}", t0.elapsed());
+        let rss = rep.json["peak_rss_mb"].as_f64().unwrap();
+        assert!(rss < 500.0, "{rss} MiB");
     }
 
     #[test]
     fn warns_only_for_the_dynamic_variant_above_the_measured_boundary() {
         let w = lr_width_warning(ModelKind::Hdgcn, 0.01, 128).expect("1.28 is above 0.75");
         assert!(w.contains("= 1.28"), "{w}");
-        assert!(w.contains("--lr 5.86e-3"), "{w}");
+        assert!(w.contains("lr 5.86e-3"), "{w}");
         // The paper's width at the default rate: 0.64.
         assert_eq!(lr_width_warning(ModelKind::Hdgcn, 0.01, 64), None);
         assert_eq!(lr_width_warning(ModelKind::Hdgcn, 0.005, 150), None);

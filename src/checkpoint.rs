@@ -8,6 +8,17 @@
 //! * [`save_checkpoint`] writes atomically: a temporary file in the same
 //!   directory, flushed to disk, then renamed over the target. A failed save
 //!   leaves any previous checkpoint intact and removes the temporary file.
+//!   It replaces only a regular, writable file (or creates a missing one):
+//!   a symbolic link, a read-only file, a directory, a FIFO or a device at
+//!   the path is refused and left as it is.
+//!
+//!   A process killed outright (`SIGKILL`, power loss, or any signal whose
+//!   default action ends the process, `SIGINT` included) between creating
+//!   the temporary file and the rename cannot clean up: it may leave a file
+//!   `.NAME.PID.N.tmp` next to `NAME` (PID the process id, N a counter),
+//!   complete or partial. The file at the path itself is then the previous
+//!   checkpoint, intact, or none if there was none; never a partial one.
+//!   Such leftovers can be deleted at any time.
 //! * [`load_checkpoint`] validates everything (names match exactly, shapes,
 //!   element types) before assigning anything: on error the model is
 //!   unchanged.
@@ -138,10 +149,17 @@ fn unique_params<B: Backend, M: Module<B> + ?Sized>(
 /// atomically: the data goes to a temporary file in the same directory,
 /// which is flushed to disk and then renamed over `path`.
 ///
+/// Only a missing path or a regular, writable file is replaced: a symbolic
+/// link (even to a regular file), a read-only file, a directory, a FIFO, a
+/// device or a socket at `path` is refused with [`Error::Io`] and left
+/// untouched. See the [module docs](self) for what a killed process can
+/// leave behind.
+///
 /// # Errors
-/// [`Error::Io`] with the path if the file cannot be written (any previous
-/// file at `path` is then left intact, and the temporary file removed);
-/// [`Error::InvalidConfig`] if the model reports a parameter name twice.
+/// [`Error::Io`] with the path if the file cannot be written or the path
+/// is refused (any previous file at `path` is then left intact, and the
+/// temporary file removed); [`Error::InvalidConfig`] if the model reports
+/// a parameter name twice.
 pub fn save_checkpoint<B: Backend, M: Module<B> + ?Sized>(model: &M, path: &Path) -> Result<()> {
     let dtype = dtype_of::<B::Elem>()?;
     let params = unique_params(model)?;
@@ -187,6 +205,7 @@ fn write_atomic(
             ),
         )
     })?;
+    check_replaceable(path)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -221,6 +240,50 @@ fn write_atomic(
     Ok(())
 }
 
+/// Checks that a save may replace `path`: it is missing, or a regular file
+/// (not a symbolic link) that is not read-only.
+fn check_replaceable(path: &Path) -> Result<()> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let t = meta.file_type();
+    if t.is_symlink() {
+        return Err(Error::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a symbolic link; refusing to replace it with a checkpoint (save to its target \
+                 instead)",
+            ),
+        ));
+    }
+    if !t.is_file() {
+        return Err(crate::data::not_regular(path, t, "replace"));
+    }
+    if meta.permissions().readonly() {
+        return Err(Error::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "a read-only file; refusing to overwrite it",
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Bytes a checkpoint for `params` may take: every parameter at 8 bytes an
+/// element, doubled, plus 16 MiB for the header (names, shapes, metadata).
+fn checkpoint_cap<B: Backend>(params: &BTreeMap<String, Param<B>>) -> u64 {
+    let elems = params.values().fold(0u64, |acc, p| {
+        let (r, c) = p.shape();
+        acc.saturating_add((r as u64).saturating_mul(c as u64))
+    });
+    elems.saturating_mul(16).saturating_add(16 << 20)
+}
+
 /// Loads the parameters saved by [`save_checkpoint`] into `model`.
 ///
 /// Every check runs before any parameter is assigned, so on error the model
@@ -233,12 +296,34 @@ fn write_atomic(
 /// [`Error::CheckpointMismatch`] listing every missing or unexpected name
 /// and every shape or element-type difference;
 /// [`Error::NonFinite`] for a NaN or infinite value.
+///
+/// Only a regular file is read (a FIFO or device is an [`Error::Io`]), and
+/// only up to a size derived from the model (16 bytes per parameter
+/// element plus 16 MiB): a larger file is an [`Error::Format`].
 pub fn load_checkpoint<B: Backend, M: Module<B> + ?Sized>(model: &M, path: &Path) -> Result<()> {
-    let dtype = dtype_of::<B::Elem>()?;
     let params = unique_params(model)?;
-    let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = crate::data::read_file_capped_io(path, checkpoint_cap(&params), "a checkpoint")?;
+    load_params(params, &bytes, path)
+}
+
+/// [`load_checkpoint`] from the bytes of a checkpoint file; `name` names it
+/// in errors. Same checks and errors (but no size cap).
+pub fn load_checkpoint_bytes<B: Backend, M: Module<B> + ?Sized>(
+    model: &M,
+    bytes: &[u8],
+    name: &str,
+) -> Result<()> {
+    load_params(unique_params(model)?, bytes, Path::new(name))
+}
+
+fn load_params<B: Backend>(
+    params: BTreeMap<String, Param<B>>,
+    bytes: &[u8],
+    path: &Path,
+) -> Result<()> {
+    let dtype = dtype_of::<B::Elem>()?;
     let shown = path.display().to_string();
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| Error::format(&shown, e.to_string()))?;
+    let st = SafeTensors::deserialize(bytes).map_err(|e| Error::format(&shown, e.to_string()))?;
 
     let in_file: BTreeSet<&str> = st.names().into_iter().collect();
     let mut differences = Vec::new();

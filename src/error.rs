@@ -101,6 +101,26 @@ pub enum Error {
         /// Every difference found, e.g. `"missing parameter conv1.lin.weight"`.
         differences: Vec<String>,
     },
+    /// A size from a setting or a file that the memory budget
+    /// ([`crate::limits`]) cannot hold, refused before anything is allocated.
+    #[error(
+        "{what} needs {} ({needed} bytes), more than the memory budget of {} ({budget} bytes); \
+         make it smaller, or raise the budget with {} (e.g. {}={}GiB)",
+        crate::limits::format_bytes(*needed),
+        crate::limits::format_bytes(*budget),
+        crate::limits::BUDGET_ENV,
+        crate::limits::BUDGET_ENV,
+        needed.div_ceil(1 << 30)
+    )]
+    OverBudget {
+        /// What needs the memory: the setting and its value, or the tensor
+        /// and its shape (e.g. `"Linear weight of 1433 x 1000000"`).
+        what: String,
+        /// Bytes needed.
+        needed: u64,
+        /// The budget in bytes ([`crate::limits::MemoryBudget::current`]).
+        budget: u64,
+    },
 }
 
 /// `Result` with [`enum@Error`] as the error type.
@@ -157,28 +177,9 @@ pub(crate) fn check_non_negative(what: impl std::fmt::Display, v: f64) -> Result
     }
 }
 
-/// Whether `len` values of `T` can be allocated: their size in bytes fits
-/// in `isize` and the allocator grants it (the block is freed again). A
-/// size the user sets (a node count, a width, a vocabulary) that cannot be
-/// is then an error instead of an overflow panic or an aborted allocation.
-pub(crate) fn can_allocate<T>(len: usize) -> bool {
-    len.checked_mul(std::mem::size_of::<T>())
-        .is_some_and(|bytes| bytes <= isize::MAX as usize)
-        && Vec::<T>::new().try_reserve_exact(len).is_ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn can_allocate_refuses_sizes_that_overflow_or_exceed_the_address_space() {
-        assert!(can_allocate::<f32>(0) && can_allocate::<f32>(1 << 20));
-        assert!(!can_allocate::<u8>(usize::MAX));
-        assert!(!can_allocate::<f64>(usize::MAX / 4));
-        // 2^60 bytes: no 64-bit address space holds it.
-        assert!(!can_allocate::<u8>(1 << 60));
-    }
 
     #[test]
     fn check_positive_takes_only_finite_values_above_zero() {

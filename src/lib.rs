@@ -20,8 +20,11 @@
 //! | [`models`] | ready-made models ([`models::NodeClassifier`], [`models::GraphClassifier`]) |
 //! | [`readout`] | graph-level pooling ([`readout::Readout`]: sum, mean, max, gated, attention) |
 //! | [`optim`] | SGD, Adam, AdamW, AdaBelief, clipping, schedules |
-//! | [`data`], [`metrics`], [`train`] | datasets and splits, metrics, training loops |
+//! | [`train`] | the generic training loop ([`train::Trainer`] over [`train::TrainStep`]), node and graph classification |
+//! | [`data`], [`metrics`] | datasets and splits, metrics |
+//! | [`prelude`] | what a training program needs, in one `use` |
 //! | [`checkpoint`] | saving and loading parameters as safetensors files |
+//! | [`limits`] | the memory budget that sizes from settings and files are checked against |
 //!
 //! ## Example: one ChebConv layer, forward and backward
 //!
@@ -58,12 +61,16 @@ pub mod conv;
 pub mod data;
 pub mod error;
 pub mod float;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod graph;
+pub mod limits;
 pub mod metrics;
 pub mod models;
 mod named;
 pub mod nn;
 pub mod optim;
+pub mod prelude;
 pub mod readout;
 pub mod train;
 pub mod util;

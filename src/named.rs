@@ -64,10 +64,38 @@ macro_rules! named_enum {
                 f.write_str(self.as_str())
             }
         }
+
+        $crate::named::serde_by_name!($ty);
+    };
+}
+
+/// `serde` for a type with `FromStr` and `Display`: written as its name,
+/// read from a string through `FromStr` (whose error, naming the option
+/// and the names it accepts, becomes the deserialiser's).
+macro_rules! serde_by_name {
+    ($ty:ty) => {
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                s: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(
+                d: D,
+            ) -> std::result::Result<Self, D::Error> {
+                let s = <String as serde::Deserialize>::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
     };
 }
 
 pub(crate) use named_enum;
+pub(crate) use serde_by_name;
 
 #[cfg(test)]
 mod tests {

@@ -7,31 +7,12 @@ use hdgcn::autograd::gradcheck::check_inputs;
 use hdgcn::autograd::{Segments, Tape, Var};
 use hdgcn::backend::{Axis, Cpu};
 use ndarray::Array2;
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand::{SeedableRng, rngs::StdRng};
+
+mod common;
+use common::{assert_ok, rand_mat_wide, weigh};
 
 const H: f64 = 1e-6;
-const TOL: f64 = 1e-7;
-
-fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
-    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.5..1.5))
-}
-
-fn weigh(v: &Var<Cpu<f64>>, seed: u64) -> hdgcn::Result<Var<Cpu<f64>>> {
-    let (r, c) = v.shape();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let w = v.tape().constant_array(&rand_mat(&mut rng, r, c));
-    Ok(v.mul(&w)?.sum_all())
-}
-
-fn assert_ok(name: &str, report: hdgcn::autograd::gradcheck::GradCheckReport) {
-    assert!(report.checked > 0, "{name}: nothing checked");
-    assert!(
-        report.max_error < TOL,
-        "{name}: max error {} at {}",
-        report.max_error,
-        report.worst
-    );
-}
 
 fn graph_of(ptr: &[usize], v: usize) -> usize {
     (0..ptr.len() - 1)
@@ -48,11 +29,11 @@ fn values_match_plain_loops() {
     let cpu = Cpu::<f64>::new();
     let mut rng = StdRng::seed_from_u64(1);
     let (n, g, d, h) = (8, 4, 5, 4);
-    let k = rand_mat(&mut rng, n, d);
-    let q = rand_mat(&mut rng, g * M, d);
-    let a = rand_mat(&mut rng, n, M);
-    let u = rand_mat(&mut rng, g * M, h);
-    let x = rand_mat(&mut rng, n, h);
+    let k = rand_mat_wide(&mut rng, n, d);
+    let q = rand_mat_wide(&mut rng, g * M, d);
+    let a = rand_mat_wide(&mut rng, n, M);
+    let u = rand_mat_wide(&mut rng, g * M, h);
+    let x = rand_mat_wide(&mut rng, n, h);
     let seg = Segments::new(&cpu, &PTR).unwrap();
     let tape = Tape::new(&cpu);
     let (kv, qv, av, uv, xv) = (
@@ -100,8 +81,8 @@ fn large_inputs_take_the_parallel_paths_and_agree() {
     let mut rng = StdRng::seed_from_u64(2);
     let ptr = [0, 6000, 6001, 9000];
     let (n, g, d) = (9000, 3, 16);
-    let k = rand_mat(&mut rng, n, d);
-    let q = rand_mat(&mut rng, g * M, d);
+    let k = rand_mat_wide(&mut rng, n, d);
+    let q = rand_mat_wide(&mut rng, g * M, d);
     let seg = Segments::new(&cpu, &ptr).unwrap();
     let tape = Tape::new(&cpu);
     let (kv, qv) = (tape.constant_array(&k), tape.constant_array(&q));
@@ -147,9 +128,9 @@ fn large_and_many_small_graphs_match_dense_products_with_gradients() {
         let (n, g) = (*ptr.last().unwrap(), ptr.len() - 1);
         let mut rng = StdRng::seed_from_u64(n as u64 + g as u64);
         let (k, q, u) = (
-            rand_mat(&mut rng, n, d),
-            rand_mat(&mut rng, g * M, d),
-            rand_mat(&mut rng, g * M, d),
+            rand_mat_wide(&mut rng, n, d),
+            rand_mat_wide(&mut rng, g * M, d),
+            rand_mat_wide(&mut rng, g * M, d),
         );
         let seg = Segments::new(&cpu, &ptr).unwrap();
         // Segment ops: scores E, then E U and Eᵀ K per graph.
@@ -221,8 +202,8 @@ fn gradcheck_segment_scores() {
     let cpu = Cpu::<f64>::new();
     let seg = Segments::new(&cpu, &PTR).unwrap();
     let mut rng = StdRng::seed_from_u64(3);
-    let k = rand_mat(&mut rng, 8, 5);
-    let q = rand_mat(&mut rng, 4 * M, 5);
+    let k = rand_mat_wide(&mut rng, 8, 5);
+    let q = rand_mat_wide(&mut rng, 4 * M, 5);
     let r = check_inputs(
         &[k, q],
         |_, v| weigh(&v[0].segment_scores(&v[1], &seg, M)?, 4),
@@ -237,8 +218,8 @@ fn gradcheck_segment_mix() {
     let cpu = Cpu::<f64>::new();
     let seg = Segments::new(&cpu, &PTR).unwrap();
     let mut rng = StdRng::seed_from_u64(5);
-    let a = rand_mat(&mut rng, 8, M);
-    let u = rand_mat(&mut rng, 4 * M, 4);
+    let a = rand_mat_wide(&mut rng, 8, M);
+    let u = rand_mat_wide(&mut rng, 4 * M, 4);
     let r = check_inputs(&[a, u], |_, v| weigh(&v[0].segment_mix(&v[1], &seg)?, 6), H).unwrap();
     assert_ok("segment_mix", r);
 }
@@ -248,8 +229,8 @@ fn gradcheck_segment_weighted_sum() {
     let cpu = Cpu::<f64>::new();
     let seg = Segments::new(&cpu, &PTR).unwrap();
     let mut rng = StdRng::seed_from_u64(7);
-    let a = rand_mat(&mut rng, 8, M);
-    let x = rand_mat(&mut rng, 8, 4);
+    let a = rand_mat_wide(&mut rng, 8, M);
+    let x = rand_mat_wide(&mut rng, 8, 4);
     let r = check_inputs(
         &[a, x],
         |_, v| weigh(&v[0].segment_weighted_sum(&v[1], &seg)?, 8),
@@ -264,8 +245,8 @@ fn gradcheck_reshape_and_chained_ops() {
     let cpu = Cpu::<f64>::new();
     let seg = Segments::new(&cpu, &PTR).unwrap();
     let mut rng = StdRng::seed_from_u64(9);
-    let x = rand_mat(&mut rng, 4, 2 * M); // G x (M·2) -> (G·M) x 2
-    let k = rand_mat(&mut rng, 8, 2);
+    let x = rand_mat_wide(&mut rng, 4, 2 * M); // G x (M·2) -> (G·M) x 2
+    let k = rand_mat_wide(&mut rng, 8, 2);
     let r = check_inputs(
         &[x, k],
         |_, v| {

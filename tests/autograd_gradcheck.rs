@@ -6,44 +6,24 @@ use hdgcn::backend::{Axis, Backend, Cpu, SegmentReduce};
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
+mod common;
+use common::{assert_ok, rand_mat_wide, weigh};
+
 const H: f64 = 1e-6;
-const TOL: f64 = 1e-7;
-
-fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
-    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.5..1.5))
-}
-
-/// A random weighting so that the checked scalar depends on every entry differently.
-fn weigh(v: &Var<Cpu<f64>>, seed: u64) -> hdgcn::Result<Var<Cpu<f64>>> {
-    let (r, c) = v.shape();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let w = v.tape().constant_array(&rand_mat(&mut rng, r, c));
-    Ok(v.mul(&w)?.sum_all())
-}
-
-fn assert_ok(name: &str, report: hdgcn::autograd::gradcheck::GradCheckReport) {
-    assert!(report.checked > 0, "{name}: nothing checked");
-    assert!(
-        report.max_error < TOL,
-        "{name}: max error {} at {}",
-        report.max_error,
-        report.worst
-    );
-}
 
 #[test]
 fn gradcheck_matmul_all_transposes() {
     let mut rng = StdRng::seed_from_u64(1);
     for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
         let a = if ta {
-            rand_mat(&mut rng, 4, 3)
+            rand_mat_wide(&mut rng, 4, 3)
         } else {
-            rand_mat(&mut rng, 3, 4)
+            rand_mat_wide(&mut rng, 3, 4)
         };
         let b = if tb {
-            rand_mat(&mut rng, 5, 4)
+            rand_mat_wide(&mut rng, 5, 4)
         } else {
-            rand_mat(&mut rng, 4, 5)
+            rand_mat_wide(&mut rng, 4, 5)
         };
         let r = check_inputs(&[a, b], |_, v| weigh(&v[0].matmul_t(&v[1], ta, tb)?, 3), H).unwrap();
         assert_ok(&format!("matmul {ta} {tb}"), r);
@@ -63,7 +43,7 @@ fn gradcheck_spmm_and_transpose() {
     let m = sprs::CsMat::csr_from_dense(dense.view(), 0.0);
     let cpu = Cpu::<f64>::new();
     let s = SparseMatrix::from_csmat(&cpu, &m).unwrap();
-    let x = rand_mat(&mut rng, 4, 3);
+    let x = rand_mat_wide(&mut rng, 4, 3);
     assert_ok(
         "spmm",
         check_inputs(
@@ -73,7 +53,7 @@ fn gradcheck_spmm_and_transpose() {
         )
         .unwrap(),
     );
-    let y = rand_mat(&mut rng, 5, 3);
+    let y = rand_mat_wide(&mut rng, 5, 3);
     assert_ok(
         "spmm^T",
         check_inputs(&[y], |_, v| weigh(&s.matmul_transposed(&v[0])?, 5), H).unwrap(),
@@ -85,8 +65,8 @@ fn gradcheck_binary_with_broadcasting() {
     let mut rng = StdRng::seed_from_u64(3);
     let shapes = [(3, 4), (1, 4), (3, 1), (1, 1)];
     for &sb in &shapes {
-        let a = rand_mat(&mut rng, 3, 4);
-        let mut b = rand_mat(&mut rng, sb.0, sb.1);
+        let a = rand_mat_wide(&mut rng, 3, 4);
+        let mut b = rand_mat_wide(&mut rng, sb.0, sb.1);
         b.mapv_inplace(|v| {
             if v.abs() < 0.3 {
                 v.signum() * 0.5 + v
@@ -145,8 +125,8 @@ fn gradcheck_binary_with_one_constant_operand() {
             if sc != (3, 4) && sv != (3, 4) && sc != sv {
                 continue; // (1, 4) against (3, 1) does not broadcast to one side
             }
-            let x = rand_mat(&mut rng, sv.0, sv.1).mapv(|v| v.signum() * (v.abs() + 0.5));
-            let c = rand_mat(&mut rng, sc.0, sc.1).mapv(|v| v.signum() * (v.abs() + 0.5));
+            let x = rand_mat_wide(&mut rng, sv.0, sv.1).mapv(|v| v.signum() * (v.abs() + 0.5));
+            let c = rand_mat_wide(&mut rng, sc.0, sc.1).mapv(|v| v.signum() * (v.abs() + 0.5));
             for name in ["add", "sub", "mul", "div"] {
                 for const_left in [false, true] {
                     let f = |_: &_, v: &[Var<Cpu<f64>>]| {
@@ -174,7 +154,7 @@ fn gradcheck_binary_with_one_constant_operand() {
 fn gradcheck_unary_maps() {
     let mut rng = StdRng::seed_from_u64(4);
     // Keep entries away from the kinks of relu-like functions.
-    let mut x = rand_mat(&mut rng, 3, 5);
+    let mut x = rand_mat_wide(&mut rng, 3, 5);
     x.mapv_inplace(|v| if v.abs() < 0.05 { 0.2 } else { v });
     let xpos = x.mapv(|v| v.abs() + 0.1);
     type F = fn(&Var<Cpu<f64>>) -> Var<Cpu<f64>>;
@@ -205,7 +185,7 @@ fn gradcheck_unary_maps() {
 #[test]
 fn gradcheck_reductions_softmax_layernorm() {
     let mut rng = StdRng::seed_from_u64(5);
-    let x = rand_mat(&mut rng, 4, 6);
+    let x = rand_mat_wide(&mut rng, 4, 6);
     for axis in [Axis::Rows, Axis::Cols] {
         assert_ok(
             "sum_axis",
@@ -258,8 +238,8 @@ fn gradcheck_reductions_softmax_layernorm() {
 #[test]
 fn gradcheck_dropout_concat_slice_gather() {
     let mut rng = StdRng::seed_from_u64(6);
-    let x = rand_mat(&mut rng, 5, 4);
-    let y = rand_mat(&mut rng, 5, 2);
+    let x = rand_mat_wide(&mut rng, 5, 4);
+    let y = rand_mat_wide(&mut rng, 5, 2);
     assert_ok(
         "dropout",
         check_inputs(
@@ -278,7 +258,7 @@ fn gradcheck_dropout_concat_slice_gather() {
         )
         .unwrap(),
     );
-    let z = rand_mat(&mut rng, 2, 4);
+    let z = rand_mat_wide(&mut rng, 2, 4);
     assert_ok(
         "concat rows",
         check_inputs(
@@ -326,7 +306,7 @@ fn gradcheck_segment_ops_with_empty_and_single_segments() {
     let cpu = Cpu::<f64>::new();
     // Segments: [0,3) three rows, [3,3) empty, [3,4) single, [4,7) three rows.
     let seg = Segments::new(&cpu, &[0, 3, 3, 4, 7]).unwrap();
-    let x = rand_mat(&mut rng, 7, 3);
+    let x = rand_mat_wide(&mut rng, 7, 3);
     for op in [SegmentReduce::Sum, SegmentReduce::Mean, SegmentReduce::Max] {
         assert_ok(
             &format!("segment {op:?}"),
@@ -347,7 +327,7 @@ fn gradcheck_segment_ops_with_empty_and_single_segments() {
         )
         .unwrap(),
     );
-    let g = rand_mat(&mut rng, 4, 3);
+    let g = rand_mat_wide(&mut rng, 4, 3);
     assert_ok(
         "segment_broadcast",
         check_inputs(&[g], |_, v| weigh(&v[0].segment_broadcast(&seg)?, 18), H).unwrap(),
@@ -358,7 +338,7 @@ fn gradcheck_segment_ops_with_empty_and_single_segments() {
 fn gradcheck_losses() {
     let mut rng = StdRng::seed_from_u64(8);
     let cpu = Cpu::<f64>::new();
-    let logits = rand_mat(&mut rng, 6, 4);
+    let logits = rand_mat_wide(&mut rng, 6, 4);
     let mask = Index::new(&cpu, &[0, 2, 5]).unwrap();
     let targets = Index::new(&cpu, &[3, 0, 1]).unwrap();
     assert_ok(
@@ -382,7 +362,7 @@ fn gradcheck_losses() {
             .unwrap(),
         );
     }
-    let other = rand_mat(&mut rng, 6, 4);
+    let other = rand_mat_wide(&mut rng, 6, 4);
     assert_ok(
         "symmetric_kl",
         check_inputs(
@@ -444,7 +424,7 @@ fn label_smoothing_is_the_cross_entropy_against_the_smoothed_targets() {
     let cpu = Cpu::<f64>::new();
     let tape = hdgcn::autograd::Tape::new(&cpu);
     let (rows, classes) = (5, 3);
-    let z = rand_mat(&mut rng, rows, classes);
+    let z = rand_mat_wide(&mut rng, rows, classes);
     let y = [2usize, 0, 1, 1, 2];
     let targets = Index::new(&cpu, &y).unwrap();
     let logp = tape.constant_array(&z).log_softmax(Axis::Cols);
@@ -483,8 +463,8 @@ fn symmetric_kl_is_the_mean_of_both_divergences() {
     let tape = hdgcn::autograd::Tape::new(&cpu);
     let (rows, classes) = (4, 5);
     let (a, b) = (
-        rand_mat(&mut rng, rows, classes),
-        rand_mat(&mut rng, rows, classes),
+        rand_mat_wide(&mut rng, rows, classes),
+        rand_mat_wide(&mut rng, rows, classes),
     );
     // Independent: softmax by hand, then KL(p‖q) = Σ p ln(p/q) both ways.
     let softmax = |z: &Array2<f64>, r: usize| -> Vec<f64> {
@@ -508,7 +488,7 @@ fn symmetric_kl_is_the_mean_of_both_divergences() {
     assert_eq!(lq.symmetric_kl(&lp).unwrap().scalar().unwrap(), got);
     assert_eq!(lp.symmetric_kl(&lp).unwrap().scalar().unwrap(), 0.0);
     let short = tape
-        .constant_array(&rand_mat(&mut rng, rows - 1, classes))
+        .constant_array(&rand_mat_wide(&mut rng, rows - 1, classes))
         .log_softmax(Axis::Cols);
     assert!(matches!(
         lp.symmetric_kl(&short),

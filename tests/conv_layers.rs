@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::dense_gcn;
+use common::{dense_gcn, rand_mat, random_weighted_graph};
 use hdgcn::autograd::gradcheck::check_params;
 use hdgcn::autograd::{SparseMatrix, Tape};
 use hdgcn::backend::Cpu;
@@ -14,26 +14,8 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 
 type C = Cpu<f64>;
 
-fn random_graph(rng: &mut StdRng, n: usize, p: f64) -> Graph {
-    let mut edges = Vec::new();
-    for i in 0..n {
-        for j in i + 1..n {
-            if rng.random_bool(p) {
-                let w = rng.random_range(0.5..2.0);
-                edges.push((i, j, w));
-                edges.push((j, i, w));
-            }
-        }
-    }
-    Graph::from_weighted_edges(n, &edges).unwrap()
-}
-
 fn dense(g: &Graph) -> Array2<f64> {
     g.adjacency().to_dense()
-}
-
-fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
-    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.0..1.0))
 }
 
 /// Scaled sym Laplacian 2L/λ - I written out densely.
@@ -53,7 +35,7 @@ fn gcn_conv_equals_dense_formula() {
     let mut rng = StdRng::seed_from_u64(11);
     let cpu = C::new();
     for n in [1, 5, 17] {
-        let g = random_graph(&mut rng, n, 0.3);
+        let g = random_weighted_graph(&mut rng, n, 0.3, false);
         let a = dense(&g);
         let conv = GcnConv::new(&cpu, 4, 3, &mut rng).unwrap();
         conv.bias.as_ref().unwrap().set(rand_mat(&mut rng, 1, 3));
@@ -77,7 +59,7 @@ fn cheb_conv_equals_dense_chebyshev_recurrence_for_k_1_to_10() {
     let cpu = C::new();
     for k in 1..=10 {
         let n = 9;
-        let g = random_graph(&mut rng, n, 0.35);
+        let g = random_weighted_graph(&mut rng, n, 0.35, false);
         let a = dense(&g);
         let lambda = rng.random_range(1.2..2.0);
         let mut cfg = ChebConvConfig::new(3, 2, k);
@@ -114,7 +96,7 @@ fn cheb_conv_equals_dense_chebyshev_recurrence_for_k_1_to_10() {
 fn gradcheck_gcn_and_cheb_layers_dense_and_sparse_input() {
     let mut rng = StdRng::seed_from_u64(13);
     let cpu = C::new();
-    let g = random_graph(&mut rng, 6, 0.5);
+    let g = random_weighted_graph(&mut rng, 6, 0.5, false);
     let dg = DeviceGraph::new(&cpu, g);
     let x = rand_mat(&mut rng, 6, 4).mapv(|v| if v.abs() < 0.4 { 0.0 } else { v });
     let xs = SparseMatrix::from_csmat(&cpu, &sprs::CsMat::csr_from_dense(x.view(), 0.0)).unwrap();

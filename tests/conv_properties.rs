@@ -12,6 +12,9 @@ use proptest::prelude::*;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
+mod common;
+use common::{max_abs_diff, rand_mat};
+
 type C = Cpu<f64>;
 
 /// Random weighted graph (symmetric or directed), self-loops allowed.
@@ -30,18 +33,6 @@ fn random_edges(rng: &mut StdRng, n: usize, p: f64, symmetric: bool) -> Vec<(usi
         }
     }
     edges
-}
-
-fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
-    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.0..1.0))
-}
-
-fn max_abs_diff(a: &Array2<f64>, b: &Array2<f64>) -> f64 {
-    assert_eq!(a.dim(), b.dim());
-    a.iter()
-        .zip(b.iter())
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f64::max)
 }
 
 /// A graph, the same graph with nodes renamed by `perm` (node `i` becomes

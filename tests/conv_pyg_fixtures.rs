@@ -16,6 +16,9 @@ use ndarray::Array2;
 use rand::{SeedableRng, rngs::StdRng};
 use serde_json::Value;
 
+mod common;
+use common::max_abs_diff;
+
 type C = Cpu<f64>;
 
 /// Required agreement with PyG (float64 on both sides; ~1e-15 expected).
@@ -93,14 +96,6 @@ fn weight(fx: &Value, name: &str) -> Array2<f64> {
 fn bias(fx: &Value) -> Array2<f64> {
     let b = f64s(&fx["params"]["bias"]);
     Array2::from_shape_vec((1, b.len()), b).unwrap()
-}
-
-fn max_abs_diff(a: &Array2<f64>, b: &Array2<f64>) -> f64 {
-    assert_eq!(a.dim(), b.dim());
-    a.iter()
-        .zip(b.iter())
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f64::max)
 }
 
 /// The fixture's graph: one [`Graph`], or a [`Batch`] of the per-graph

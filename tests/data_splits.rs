@@ -7,13 +7,17 @@ use std::path::{Path, PathBuf};
 
 mod common;
 
-fn splits_dir() -> Option<PathBuf> {
-    common::data_root_or_skip("geom-gcn-splits").map(|r| r.join("geom-gcn-splits"))
+fn splits_dir() -> PathBuf {
+    common::benchmark_root("geom-gcn-splits").join("geom-gcn-splits")
 }
 
 #[test]
+#[cfg_attr(
+    not(hdgcn_data_tests),
+    ignore = "needs the benchmark data: set HDGCN_DATA or put ../shared/data beside the crate"
+)]
 fn geom_gcn_cora_split0_counts() {
-    let Some(dir) = splits_dir() else { return };
+    let dir = splits_dir();
     // Reference: numpy.load(...)['train_mask'].sum() etc. -> 1192 / 796 / 497.
     let s = geom_gcn_split(&dir, "cora", 0).unwrap();
     assert_eq!((s.train.len(), s.val.len(), s.test.len()), (1192, 796, 497));
@@ -37,8 +41,12 @@ fn geom_gcn_cora_split0_counts() {
 }
 
 #[test]
+#[cfg_attr(
+    not(hdgcn_data_tests),
+    ignore = "needs the benchmark data: set HDGCN_DATA or put ../shared/data beside the crate"
+)]
 fn geom_gcn_all_splits_are_valid() {
-    let Some(dir) = splits_dir() else { return };
+    let dir = splits_dir();
     for (name, n) in [("cora", 2708), ("pubmed", 19717)] {
         let mut distinct = HashSet::new();
         for i in 0..10 {
@@ -59,8 +67,12 @@ fn geom_gcn_all_splits_are_valid() {
 }
 
 #[test]
+#[cfg_attr(
+    not(hdgcn_data_tests),
+    ignore = "needs the benchmark data: set HDGCN_DATA or put ../shared/data beside the crate"
+)]
 fn geom_gcn_errors() {
-    let Some(dir) = splits_dir() else { return };
+    let dir = splits_dir();
     let err = geom_gcn_split(&dir, "cora", 10).unwrap_err();
     assert!(matches!(err, Error::MissingFile(_)), "{err:?}");
     // A file that is not an npz archive.

@@ -7,28 +7,20 @@ use hdgcn::attention::{
     AttentionMaps, MAX_DENSE_NODES, MvcAttn, MvcAttnConfig, Routing, normalized_entropy,
 };
 use hdgcn::autograd::gradcheck::{check_inputs, check_params};
-use hdgcn::autograd::{Segments, Tape, Var};
+use hdgcn::autograd::{Segments, Tape};
 use hdgcn::backend::Cpu;
 use hdgcn::nn::Module;
 use ndarray::{Array2, Axis, s};
 use proptest::prelude::*;
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand::{SeedableRng, rngs::StdRng};
+
+mod common;
+use common::{max_abs_diff, ptr_of, rand_mat_wide, weigh};
 
 type B = Cpu<f64>;
 
 const H: f64 = 1e-6;
 const TOL: f64 = 1e-7;
-
-fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
-    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.5..1.5))
-}
-
-fn weigh(v: &Var<B>, seed: u64) -> hdgcn::Result<Var<B>> {
-    let (r, c) = v.shape();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let w = v.tape().constant_array(&rand_mat(&mut rng, r, c));
-    Ok(v.mul(&w)?.sum_all())
-}
 
 fn config(h: usize, m: usize, routing: Routing) -> MvcAttnConfig {
     let mut cfg = MvcAttnConfig::new(h);
@@ -46,7 +38,7 @@ fn layer(cfg: &MvcAttnConfig, seed: u64) -> MvcAttn<B> {
     let l = cfg.build(&cpu, &mut rng).unwrap();
     for (_, p) in l.named_params() {
         let (r, c) = p.shape();
-        p.set(rand_mat(&mut rng, r, c));
+        p.set(rand_mat_wide(&mut rng, r, c));
     }
     l
 }
@@ -79,14 +71,6 @@ fn run(l: &MvcAttn<B>, z: &Array2<f64>, ptr: &[usize]) -> (Array2<f64>, Attentio
     (out.to_array(), maps)
 }
 
-fn max_abs_diff(a: &Array2<f64>, b: &Array2<f64>) -> f64 {
-    assert_eq!(a.dim(), b.dim());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f64::max)
-}
-
 // ----- gradient checks -----------------------------------------------------------
 
 fn gradcheck(routing: Routing, dropout: f64, score_norm: bool) {
@@ -99,7 +83,7 @@ fn gradcheck(routing: Routing, dropout: f64, score_norm: bool) {
     let ptr = [0, 3, 4, 7];
     let seg = Segments::new(&cpu, &ptr).unwrap();
     let mut rng = StdRng::seed_from_u64(12);
-    let z = rand_mat(&mut rng, 7, 3);
+    let z = rand_mat_wide(&mut rng, 7, 3);
     let r = check_params(
         &l.named_params(),
         |t| weigh(&l.forward(t, &t.constant_array(&z), &seg)?, 13),
@@ -160,14 +144,6 @@ fn sizes_strategy() -> impl Strategy<Value = (Vec<usize>, usize, usize, u64)> {
     )
 }
 
-fn ptr_of(sizes: &[usize]) -> Vec<usize> {
-    let mut ptr = vec![0];
-    for &s in sizes {
-        ptr.push(ptr.last().unwrap() + s);
-    }
-    ptr
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -178,7 +154,7 @@ proptest! {
         cfg.score_norm = seed % 2 == 1;
         let l = layer(&cfg, seed);
         let mut rng = StdRng::seed_from_u64(seed ^ 1);
-        let z = rand_mat(&mut rng, *ptr.last().unwrap(), h).mapv(|v| 3.0 * v);
+        let z = rand_mat_wide(&mut rng, *ptr.last().unwrap(), h).mapv(|v| 3.0 * v);
         let (_, maps) = run(&l, &z, &ptr);
         prop_assert_eq!(maps.forward.len(), sizes.len());
         for (g, &n) in sizes.iter().enumerate() {
@@ -200,7 +176,7 @@ proptest! {
         let ptr = ptr_of(&sizes);
         let l = layer(&config(h, m, Routing::Votes), seed);
         let mut rng = StdRng::seed_from_u64(seed ^ 2);
-        let z = rand_mat(&mut rng, *ptr.last().unwrap(), h);
+        let z = rand_mat_wide(&mut rng, *ptr.last().unwrap(), h);
         let (_, maps) = run(&l, &z, &ptr);
         for g in 0..sizes.len() {
             for a in [&maps.forward[g], &maps.backward[g]] {
@@ -234,7 +210,7 @@ fn permutation_equivariance() {
         let l = layer(&cfg, 21);
         let ptr = [0, 4, 9];
         let mut rng = StdRng::seed_from_u64(22);
-        let z = rand_mat(&mut rng, 9, 4);
+        let z = rand_mat_wide(&mut rng, 9, 4);
         // Permute the nodes of graph 1 (rows 4..9).
         let perm = [0, 1, 2, 3, 7, 5, 8, 4, 6];
         let zp = z.select(Axis(0), &perm);
@@ -263,7 +239,7 @@ fn batch_equals_graphs_alone() {
         let sizes = [3, 1, 6];
         let ptr = ptr_of(&sizes);
         let mut rng = StdRng::seed_from_u64(32);
-        let z = rand_mat(&mut rng, 10, 5);
+        let z = rand_mat_wide(&mut rng, 10, 5);
         let (out, maps) = run(&l, &z, &ptr);
         for g in 0..sizes.len() {
             let zg = z.slice(s![ptr[g]..ptr[g + 1], ..]).to_owned();
@@ -321,7 +297,7 @@ fn dense_reference(score_norm: bool) {
     cfg.score_norm = score_norm;
     let l = layer(&cfg, 41);
     let mut rng = StdRng::seed_from_u64(42);
-    let z = rand_mat(&mut rng, n, h);
+    let z = rand_mat_wide(&mut rng, n, h);
 
     // 1. S = LayerNorm(mean_v z_v W^V_m) with the affine part.
     let wv = param(&l, "mvproj.weight");
@@ -489,7 +465,7 @@ fn parameter_names_and_shapes() {
 #[test]
 fn score_norm_makes_the_maps_scale_invariant() {
     let mut rng = StdRng::seed_from_u64(51);
-    let z = rand_mat(&mut rng, 7, 4);
+    let z = rand_mat_wide(&mut rng, 7, 4);
     let ptr = [0, 3, 7];
     for score_norm in [false, true] {
         let mut cfg = config(4, 3, Routing::Attention);
@@ -522,7 +498,7 @@ fn dropout_only_in_training_mode() {
     cfg.dropout = 0.5;
     let mut l = layer(&cfg, 51);
     let seg = Segments::new(&cpu, &[0, 8]).unwrap();
-    let z = rand_mat(&mut StdRng::seed_from_u64(52), 8, 4);
+    let z = rand_mat_wide(&mut StdRng::seed_from_u64(52), 8, 4);
     let eval = |l: &MvcAttn<B>, seed| {
         let t = Tape::with_seed(&cpu, seed);
         l.forward(&t, &t.constant_array(&z), &seg)
@@ -679,7 +655,7 @@ fn normalized_entropy_rejects_what_is_not_a_distribution() {
 fn identical_nodes_give_uniform_maps_and_one_output_row() {
     let l = layer(&config(4, 3, Routing::Attention), 21);
     let mut rng = StdRng::seed_from_u64(22);
-    let row = rand_mat(&mut rng, 1, 4);
+    let row = rand_mat_wide(&mut rng, 1, 4);
     let z = Array2::from_shape_fn((5, 4), |(_, c)| row[[0, c]]);
     let (out, maps) = run(&l, &z, &[0, 5]);
     assert!((normalized_entropy(maps.forward[0].view()).unwrap() - 1.0).abs() < 1e-12);
@@ -690,7 +666,7 @@ fn identical_nodes_give_uniform_maps_and_one_output_row() {
         }
     }
     // Distinct random nodes (with the same layer) give maps below 1.
-    let (_, maps) = run(&l, &rand_mat(&mut rng, 5, 4), &[0, 5]);
+    let (_, maps) = run(&l, &rand_mat_wide(&mut rng, 5, 4), &[0, 5]);
     assert!(normalized_entropy(maps.forward[0].view()).unwrap() < 1.0 - 1e-6);
     assert!(normalized_entropy(maps.backward[0].view()).unwrap() < 1.0 - 1e-6);
 }
@@ -716,8 +692,8 @@ fn rank_one_defect(g: &Array2<f64>) -> f64 {
 /// receives the same `Ŝ` row and every node the same output row. Then the
 /// gradients of both value weights are outer products (rank one), and the
 /// backward query and key weights get no gradient at all: the mechanism
-/// behind the collapse of wide HDGCN layers under Adam (docs/results.md,
-/// "Why wide dynamic layers collapse"). With a random query weight none of
+/// behind the collapse of wide HDGCN layers under Adam (the earlier lab notebook,
+/// `git show 949970a:docs/results.md`, "Why wide dynamic layers collapse"). With a random query weight none of
 /// this holds.
 #[test]
 fn uniform_forward_attention_gives_rank_one_value_gradients() {
@@ -725,7 +701,7 @@ fn uniform_forward_attention_gives_rank_one_value_gradients() {
     let cpu = B::new();
     let (h, n) = (4, 6);
     let seg = Segments::new(&cpu, &[0, n]).unwrap();
-    let z = rand_mat(&mut StdRng::seed_from_u64(61), n, h);
+    let z = rand_mat_wide(&mut StdRng::seed_from_u64(61), n, h);
     for uniform in [true, false] {
         let l = layer(&config(h, 3, Routing::Attention), 62);
         if uniform {

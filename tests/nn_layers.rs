@@ -9,13 +9,12 @@ use hdgcn::nn::{
     SubwordConfig, SubwordEmbedding,
 };
 use ndarray::Array2;
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand::{SeedableRng, rngs::StdRng};
+
+mod common;
+use common::rand_mat;
 
 type C = Cpu<f64>;
-
-fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
-    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.0..1.0))
-}
 
 /// A scalar that depends on every output entry differently.
 fn loss(
@@ -358,7 +357,13 @@ fn parameter_shapes_too_large_to_allocate_are_errors_not_panics() {
     // 2^40 supernodes: 2^52 MVProj entries, 16 PiB, more than any address
     // space (a product that overflows is refused by `validate`).
     attn.supernodes = 1 << 40;
-    too_large(attn.build(&cpu, &mut rng).map(drop), "MvcAttn supernodes");
+    match attn.build(&cpu, &mut rng) {
+        Err(hdgcn::Error::OverBudget { what, needed, .. }) => {
+            assert!(what.contains("MvcAttn MVProj weight"), "{what}");
+            assert_eq!(needed, 4 << 52);
+        }
+        other => panic!("MvcAttn supernodes: expected OverBudget, got {other:?}"),
+    }
     // Every one of them still builds at an ordinary size.
     assert!(Embedding::new(&cpu, 10, 2, &mut rng).is_ok());
     assert!(LayerNorm::new(&cpu, 4, 1e-5).is_ok());

@@ -11,14 +11,12 @@ use hdgcn::optim::{
 use ndarray::Array2;
 use serde_json::Value;
 
+mod common;
+use common::optim_fixture;
+
 type B = Cpu<f64>;
 
 const RTOL: f64 = 1e-10;
-
-fn fixture() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/optim.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
 
 fn arr(v: &Value) -> Array2<f64> {
     let rows: Vec<Vec<f64>> = v
@@ -100,7 +98,7 @@ fn assert_close(name: &str, got: &Array2<f64>, want: &Array2<f64>) {
 #[test]
 fn fixture_trajectories_through_optimizer_step() {
     let cpu = B::new();
-    let fx = fixture();
+    let fx = optim_fixture();
     for case in fx["cases"].as_array().unwrap() {
         let name = case["name"].as_str().unwrap();
         let w = Param::from_array(&cpu, &arr(&case["init"]["W"]));
@@ -129,7 +127,7 @@ fn fixture_trajectories_through_optimizer_step() {
 #[test]
 fn clip_grad_norm_matches_torch() {
     let cpu = B::new();
-    let fx = fixture();
+    let fx = optim_fixture();
     let clips = fx["clip"].as_array().unwrap();
     assert_eq!(clips.len(), 2);
     for c in clips {

@@ -8,14 +8,11 @@ use hdgcn::optim::{
 };
 use serde_json::Value;
 
+mod common;
+use common::optim_fixture;
+
 /// Relative tolerance on every parameter after every step.
 const RTOL: f64 = 1e-10;
-
-fn fixture() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/optim.json");
-    serde_json::from_str(&std::fs::read_to_string(path).expect("read optim.json"))
-        .expect("parse optim.json")
-}
 
 fn flat(v: &Value) -> Vec<f64> {
     v.as_array()
@@ -119,7 +116,7 @@ fn case<'a>(fx: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn every_case_matches_reference() {
-    let fx = fixture();
+    let fx = optim_fixture();
     let cases = fx["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 10);
     for c in cases {
@@ -133,7 +130,7 @@ fn every_case_matches_reference() {
 /// The fixtures discriminate between the variants: a wrong rule must fail.
 #[test]
 fn wrong_variants_do_not_match() {
-    let fx = fixture();
+    let fx = optim_fixture();
     let flip = |name: &str, edit: &dyn Fn(UpdateRule) -> UpdateRule| {
         let c = case(&fx, name);
         let worst = replay(c, &edit(rule_of(c)));
@@ -232,7 +229,7 @@ fn adabelief_eps_inside_belief() {
 
 #[test]
 fn f32_kernels_track_f64() {
-    let fx = fixture();
+    let fx = optim_fixture();
     let c = case(&fx, "adam_lr_wd");
     let rule = rule_of(c);
     let mut p64 = flat(&c["init"]["W"]);
@@ -277,7 +274,7 @@ fn missing_slots_panic() {
 
 #[test]
 fn schedules_match_torch() {
-    let fx = fixture();
+    let fx = optim_fixture();
     let scheds = fx["schedules"].as_array().unwrap();
     assert_eq!(scheds.len(), 3);
     for s in scheds {

@@ -10,24 +10,15 @@ use hdgcn::readout::{
     AttentionPooling, GatedReadout, MaxReadout, MeanMaxReadout, MeanReadout, Readout, SumReadout,
 };
 use ndarray::{Array1, Array2, Axis, s};
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand::{SeedableRng, rngs::StdRng};
+
+mod common;
+use common::{ptr_of, rand_mat};
 
 type C = Cpu<f64>;
 
-fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
-    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.0..1.0))
-}
-
 /// Graph sizes of the test batch: a single-node graph in the middle and at the end.
 const SIZES: [usize; 4] = [3, 1, 4, 1];
-
-fn ptr_of(sizes: &[usize]) -> Vec<usize> {
-    let mut p = vec![0];
-    for &s in sizes {
-        p.push(p.last().unwrap() + s);
-    }
-    p
-}
 
 fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())

@@ -18,45 +18,19 @@ use hdgcn::graph::{Batch, Graph, LambdaMax, Normalization};
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
-type C = Cpu<f64>;
+mod common;
+use common::{max_abs_diff, rand_mat, random_weighted_graph};
 
-/// Symmetric random graph with weights in `[0.5, 2)`; node `n - 1` is
-/// isolated when `isolated` (an eigenvalue 1 of `L_sym`, 0 of `D - A`).
-fn random_graph(rng: &mut StdRng, n: usize, p: f64, isolated: bool) -> Graph {
-    let m = if isolated { n - 1 } else { n };
-    let mut edges = Vec::new();
-    for i in 0..m {
-        for j in i + 1..m {
-            if rng.random_bool(p) {
-                let w = rng.random_range(0.5..2.0);
-                edges.push((i, j, w));
-                edges.push((j, i, w));
-            }
-        }
-    }
-    Graph::from_weighted_edges(n, &edges).unwrap()
-}
+type C = Cpu<f64>;
 
 fn graphs() -> Vec<Graph> {
     let mut rng = StdRng::seed_from_u64(2024);
     vec![
-        random_graph(&mut rng, 6, 0.5, false),
-        random_graph(&mut rng, 13, 0.3, true),
-        random_graph(&mut rng, 30, 0.15, false),
-        random_graph(&mut rng, 24, 0.08, true),
+        random_weighted_graph(&mut rng, 6, 0.5, false),
+        random_weighted_graph(&mut rng, 13, 0.3, true),
+        random_weighted_graph(&mut rng, 30, 0.15, false),
+        random_weighted_graph(&mut rng, 24, 0.08, true),
     ]
-}
-
-fn rand_mat(rng: &mut StdRng, r: usize, c: usize) -> Array2<f64> {
-    Array2::from_shape_fn((r, c), |_| rng.random_range(-1.0..1.0))
-}
-
-fn max_abs_diff(a: &Array2<f64>, b: &Array2<f64>) -> f64 {
-    assert_eq!(a.dim(), b.dim());
-    a.iter()
-        .zip(b.iter())
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f64::max)
 }
 
 /// `T_k(x) = cos(k arccos x)` on `[-1, 1]` (written independently of the

@@ -14,6 +14,11 @@ use hdgcn::backend::{Backend, Device, WithBackend};
 use hdgcn::conv::{GraphConv, HdChebConfig};
 use hdgcn::util::mean_std;
 
+// `text_classification` includes this module too and uses none of it.
+#[allow(dead_code)]
+pub mod node;
+pub mod text;
+
 /// `--malloc`: how the process allocates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Malloc {
@@ -66,6 +71,32 @@ pub fn configure_malloc(malloc: Malloc) {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    }
+}
+
+/// A published number a config is compared with (its `[reference]`
+/// table): what the results tables print beside the run's own.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    /// Test accuracy in percent.
+    pub accuracy: f64,
+    /// Where it was published (paper, table, row).
+    pub source: String,
+}
+
+/// `given` laid over `base`: a key of `given` replaces the same key of
+/// `base`, except that two tables are merged key by key. How a settings
+/// file is read over the runner's defaults for its model, `[train]`
+/// included.
+pub fn overlay(base: &mut toml::Table, given: &toml::Table) {
+    for (key, value) in given {
+        match (base.get_mut(key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(g)) => overlay(b, g),
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
+        }
     }
 }
 
@@ -213,8 +244,9 @@ impl AttnFlags {
     /// MVCAttn (every model but `hdgcn`), which then ignores them; `None`
     /// when there are none or the model is `hdgcn`. A warning, not an
     /// error: the static ablation is run as the dynamic command with
-    /// `--model hdgcn-static`, and the commands in docs/results.md rely on
+    /// `--model hdgcn-static`, and the earlier text protocols relied on
     /// that.
+    #[allow(dead_code)] // text_classification's; planetoid names config keys (node.rs)
     pub fn ignored_warning(&self, model: ModelKind) -> Option<String> {
         let set = self.set_flags();
         (model != ModelKind::Hdgcn && !set.is_empty()).then(|| {
@@ -258,6 +290,106 @@ impl AttnFlags {
             ))),
         }
     }
+}
+
+/// Recorded `nodes x width` tensors per step of a GCN layer: `X W`, `Â X W`,
+/// the bias, the activation and the dropout.
+const GCN_TERMS: u64 = 5;
+/// Per Chebyshev term of a ChebConv: `X W_k` and the recurrence's `L̃ b`,
+/// `2 L̃ b` and difference.
+const CHEB_TERMS_PER_K: u64 = 4;
+/// Per HD unit: 3 (`Wd`, the GCN's output and the activation; the CPU
+/// backend reuses the rest), plus the transition (`Â²`: 1; MVCAttn: 2).
+/// Calibrated against the peak RSS of Cora and PubMed runs (K = 6 and
+/// K = 40): the estimate lies 1.4 to 1.8 times above it.
+const HD_UNIT_TERMS: u64 = 3;
+const STATIC_TRANSITION_TERMS: u64 = 1;
+const MVCATTN_TERMS: u64 = 2;
+
+/// What one convolution `d_in -> h` costs in a training step: its
+/// parameters, and the `nodes x h` tensors it records (`terms`; the memory
+/// estimate of a run, `hdgcn::limits::training_bytes`, multiplies them by
+/// the nodes, the width and the copies kept for the backward pass).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerCost {
+    /// Parameters of the layer.
+    pub params: u64,
+    /// Recorded `nodes x h` tensors per step.
+    pub terms: u64,
+}
+
+impl AttnFlags {
+    /// The [`LayerCost`] of one convolution `d_in -> h` of `model` with
+    /// order `k`: GCN `d_in·h + h`, 5 terms; ChebConv `k·d_in·h + h`,
+    /// `4k + 5` terms; HD-ChebConv its `num_params` (with MVCAttn for
+    /// hdgcn), `9 + (k/2)·(3 + 1 or 2)` terms. `None` when a count
+    /// overflows.
+    pub fn layer_cost(
+        &self,
+        model: ModelKind,
+        d_in: usize,
+        h: usize,
+        k: usize,
+    ) -> Option<LayerCost> {
+        let u = |v: usize| v as u64;
+        let gcn = u(d_in).checked_add(1)?.checked_mul(u(h))?;
+        Some(match model {
+            ModelKind::Gcn => LayerCost {
+                params: gcn,
+                terms: GCN_TERMS,
+            },
+            ModelKind::Cheb => LayerCost {
+                params: u(k)
+                    .checked_mul(u(d_in))?
+                    .checked_mul(u(h))?
+                    .checked_add(u(h))?,
+                terms: u(k).checked_mul(CHEB_TERMS_PER_K)?.checked_add(GCN_TERMS)?,
+            },
+            ModelKind::Hdgcn | ModelKind::HdgcnStatic => {
+                let cfg = HdChebConfig::new(d_in, h, k);
+                let (params, transition) = if model == ModelKind::Hdgcn {
+                    let mut attn = MvcAttnConfig::new(h);
+                    attn.supernodes = self.supernodes;
+                    attn.score_norm = self.score_norm;
+                    (cfg.num_params_dynamic(&attn)?, MVCATTN_TERMS)
+                } else {
+                    (cfg.num_params()?, STATIC_TRANSITION_TERMS)
+                };
+                LayerCost {
+                    params: u(params),
+                    terms: u(k / 2)
+                        .checked_mul(HD_UNIT_TERMS + transition)?
+                        .checked_add(GCN_TERMS + 4)?,
+                }
+            }
+        })
+    }
+}
+
+/// Checks a run's memory estimate, `hdgcn::limits::training_bytes` over
+/// `f32` values, against the memory budget before anything is loaded or
+/// built: [`hdgcn::Error::OverBudget`] whose text starts with `settings`
+/// (the size settings and their values) and says what was counted.
+pub fn check_run_memory(
+    settings: &str,
+    detail: &str,
+    params: Option<u64>,
+    nodes: u64,
+    width: u64,
+    terms: Option<u64>,
+    data_bytes: u64,
+) -> hdgcn::Result<()> {
+    let bytes = params
+        .zip(terms)
+        .and_then(|(p, t)| hdgcn::limits::training_bytes(4, p, nodes, width, t, data_bytes));
+    let what = match (params, terms) {
+        (Some(p), Some(_)) if nodes == 0 => format!("{settings} ({detail}: {p} parameters)"),
+        (Some(p), Some(t)) => format!(
+            "{settings} ({detail}: {p} parameters, activations of {nodes} nodes x {width} x {t} tensors)"
+        ),
+        _ => format!("{settings} ({detail})"),
+    };
+    hdgcn::limits::check_bytes(what, bytes)
 }
 
 /// The flag value of `v` (clap's name for it), as the summaries report it.

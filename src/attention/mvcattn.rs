@@ -127,6 +127,23 @@ impl MvcAttnConfig {
         Ok(())
     }
 
+    /// Number of parameters: MVProj (`h · M·h`), its LayerNorm (`2h`), the
+    /// score LayerNorms (`4h`, with `score_norm`) and the six projections
+    /// (`h · (2 d_c + 2 d_a + 2h)`). `None` when it overflows.
+    pub fn num_params(&self) -> Option<usize> {
+        let h = self.hidden;
+        let mvproj = h.checked_mul(self.supernodes)?.checked_mul(h)?;
+        let norms = h.checked_mul(if self.score_norm { 6 } else { 2 })?;
+        let widths = self
+            .d_c
+            .checked_add(self.d_a)?
+            .checked_add(h)?
+            .checked_mul(2)?;
+        mvproj
+            .checked_add(norms)?
+            .checked_add(h.checked_mul(widths)?)
+    }
+
     /// Validates the configuration and initialises a layer (weights as
     /// `torch.nn.Linear`, LayerNorm to identity).
     pub fn build<B: Backend, R: Rng + ?Sized>(
@@ -138,6 +155,10 @@ impl MvcAttnConfig {
         let (h, m) = (self.hidden, self.supernodes);
         // `validate` has checked that `m * h` does not overflow.
         init::check_size::<B::Elem>("MvcAttn MVProj weight", h, m * h)?;
+        crate::limits::check_elements::<B::Elem>(
+            format_args!("MvcAttn parameters (hidden {h}, {m} supernodes)"),
+            self.num_params(),
+        )?;
         let mvproj = init::linear_default(backend, h, h, m * h, rng);
         let mvproj_norm = LayerNorm::new(backend, h, self.layer_norm_eps)?;
         let score_norm = if self.score_norm {

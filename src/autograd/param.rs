@@ -97,12 +97,6 @@ impl<B: Backend> Param<B> {
     pub fn set(&self, value: B::Tensor) {
         *self.value.borrow_mut() = Rc::new(value);
     }
-
-    /// Replaces the value by a shared handle (restoring one that
-    /// [`Param::shared_value`] returned, without a copy).
-    pub(crate) fn set_shared(&self, value: Rc<B::Tensor>) {
-        *self.value.borrow_mut() = value;
-    }
 }
 
 /// Gradients of a scalar with respect to the parameters that took part in

@@ -54,20 +54,36 @@ impl ChebConvConfig {
         Ok(())
     }
 
-    /// Builds the layer (Glorot weights, zero bias).
+    /// Number of parameters (`K · in · out` weights and `out` biases);
+    /// `None` when it overflows.
+    pub fn num_params(&self) -> Option<usize> {
+        self.k
+            .checked_mul(self.in_channels)?
+            .checked_mul(self.out_channels)?
+            .checked_add(if self.bias { self.out_channels } else { 0 })
+    }
+
+    /// Builds the layer (Glorot weights, zero bias), after checking its
+    /// parameters against the memory budget ([`crate::limits`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for an invalid configuration or a size that
+    /// overflows; [`Error::OverBudget`] for weights the budget cannot hold.
     pub fn build<B: Backend, R: Rng + ?Sized>(
         self,
         backend: &B,
         rng: &mut R,
     ) -> Result<ChebConv<B>> {
         self.validate()?;
+        // All K weights at once: K small tensors can add up past the budget.
+        crate::limits::check_elements::<B::Elem>(
+            format_args!(
+                "ChebConv weights (K = {} terms of {} x {})",
+                self.k, self.in_channels, self.out_channels
+            ),
+            self.num_params(),
+        )?;
         let mut lins = Vec::new();
-        lins.try_reserve_exact(self.k).map_err(|_| {
-            Error::InvalidConfig(format!(
-                "ChebConv: K = {} is too large to allocate its weights",
-                self.k
-            ))
-        })?;
         for _ in 0..self.k {
             lins.push(Linear::glorot(
                 backend,
@@ -197,10 +213,6 @@ impl<B: Backend> ChebConv<B> {
 impl<B: Backend> GraphConv<B> for ChebConv<B> {
     fn in_channels(&self) -> usize {
         self.config.in_channels
-    }
-
-    fn input_params(&self) -> Vec<Param<B>> {
-        self.lins.iter().map(|l| l.weight.clone()).collect()
     }
 
     fn out_channels(&self) -> usize {

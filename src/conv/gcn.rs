@@ -69,10 +69,6 @@ impl<B: Backend> GraphConv<B> for GcnConv<B> {
         self.lin.in_features()
     }
 
-    fn input_params(&self) -> Vec<Param<B>> {
-        vec![self.lin.weight.clone()]
-    }
-
     fn out_channels(&self) -> usize {
         self.lin.out_features()
     }

@@ -4,7 +4,7 @@ use rand::Rng;
 
 use super::{DeviceGraph, GcnConv, GraphConv, check_input};
 use crate::attention::{AttentionMaps, MvcAttn, MvcAttnConfig};
-use crate::autograd::{Param, Tape, Var};
+use crate::autograd::{Tape, Var};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::nn::{Activation, Dropout, Features, LayerNorm, Linear, Module, ParamVisitor};
@@ -12,26 +12,81 @@ use crate::nn::{Activation, Dropout, Features, LayerNorm, Linear, Module, ParamV
 /// The node-to-node transition `T_k` of an HD unit.
 ///
 /// HDGCN's dynamic transition is a learned row-stochastic matrix applied in
-/// `O(N M h)` (MVCAttn); the static ablation is `Â²`. Any type implementing
-/// this trait can be used, which is how a user plugs in another transition.
+/// `O(N M h)` (MVCAttn); the static ablation is a power of `Â`
+/// ([`StaticTransition`]: `Â` under [`HdChaining::Output`], `Â²` under
+/// [`HdChaining::Transition`]). Any type implementing this trait can be
+/// used, which is how a user plugs in another transition.
 pub trait Transition<B: Backend>: Module<B> {
     /// Applies the transition to node states `z` (`N x h` to `N x h`).
     fn apply(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, z: &Var<B>) -> Result<Var<B>>;
 }
 
-/// The static transition `T(Z) = Â² Z` (paper's ablation "HDGCN-static"),
-/// computed as two sparse products with the cached GCN operator.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct StaticTransition;
+/// The static transition `T(Z) = Â^hops Z` (the paper's ablation
+/// "HDGCN-static"), computed as `hops` sparse products with the cached GCN
+/// operator.
+///
+/// [`StaticTransition::default`] is `Â` (one hop), the transition of the
+/// default reading [`HdChaining::Output`], under which unit `k` computes the
+/// paper's `Â^{2k} Â X` (Eq. 3rdcheb). The earlier reading
+/// [`HdChaining::Transition`] used `Â²`
+/// ([`StaticTransition::squared`]); [`HdChebConfig::build_static`] picks the
+/// one that belongs to [`HdChebConfig::chaining`], and
+/// [`HdChebConfig::build`] accepts either with either reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaticTransition {
+    /// The power of `Â` (at least 1).
+    pub hops: usize,
+}
+
+impl Default for StaticTransition {
+    /// `Â` (one hop).
+    fn default() -> Self {
+        StaticTransition { hops: 1 }
+    }
+}
+
+impl StaticTransition {
+    /// `T(Z) = Â Z`, the default reading's static transition.
+    pub fn a_hat() -> Self {
+        StaticTransition { hops: 1 }
+    }
+
+    /// `T(Z) = Â² Z`, the earlier reading's static transition.
+    pub fn squared() -> Self {
+        StaticTransition { hops: 2 }
+    }
+
+    /// The static transition that belongs to a reading: `Â` for
+    /// [`HdChaining::Output`], `Â²` for [`HdChaining::Transition`]
+    /// (hdgcn-math.md §3).
+    pub fn for_chaining(chaining: HdChaining) -> Self {
+        match chaining {
+            HdChaining::Output => Self::a_hat(),
+            HdChaining::Transition => Self::squared(),
+        }
+    }
+}
 
 impl<B: Backend> Module<B> for StaticTransition {
     fn visit_params(&self, _v: &mut ParamVisitor<'_, B>) {}
 }
 
 impl<B: Backend> Transition<B> for StaticTransition {
+    /// # Errors
+    /// [`Error::InvalidConfig`] if `hops` is 0; otherwise as the sparse
+    /// product.
     fn apply(&self, _tape: &Tape<B>, graph: &DeviceGraph<B>, z: &Var<B>) -> Result<Var<B>> {
+        if self.hops == 0 {
+            return Err(Error::InvalidConfig(
+                "StaticTransition: hops must be at least 1".into(),
+            ));
+        }
         let a = graph.gcn_operator()?;
-        a.matmul(&a.matmul(z)?)
+        let mut out = a.matmul(z)?;
+        for _ in 1..self.hops {
+            out = a.matmul(&out)?;
+        }
+        Ok(out)
     }
 }
 
@@ -44,6 +99,32 @@ impl<B: Backend> Transition<B> for MvcAttn<B> {
     }
 }
 
+/// How the HD units of an [`HdChebConv`] chain (hdgcn-math.md §3).
+///
+/// Both readings have the same parameters (names and shapes), so a
+/// checkpoint of one loads into the other without an error but computes
+/// something else: a model saved before the default became
+/// [`HdChaining::Output`] must be rebuilt with [`HdChaining::Transition`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HdChaining {
+    /// The paper's layer equation (Section 3 and the appendix), the
+    /// default: each unit takes the previous unit's **output**,
+    /// `Z_k = σ(Â T_k(Z_{k-1}) Wd_k W_k + b_k)`, and the static
+    /// transition is `Â`, so that with identity weights unit `k` is
+    /// `Â^{2k} Â X` (Eq. 3rdcheb) and with MVCAttn it realises
+    /// `Â A_d^{(k)} ⋯ Â A_d^{(1)} Â X` (the paper's "`Â^k A_d^k`").
+    #[default]
+    Output,
+    /// The earlier reading (the notation of the paper's Section 3.2): each
+    /// unit's transition takes the previous unit's **transition output**,
+    /// `Z_k = T_k(Z_{k-1}) Wd_k`, `Ẑ_k = σ(Â Z_k W_k + b_k)`, and the static
+    /// transition is `Â²`. Nothing re-injects the graph between
+    /// transitions, so a near-uniform MVCAttn hands units 2, 3, … the same
+    /// vector at every node. Kept to reproduce earlier results and to load
+    /// models trained before the default changed.
+    Transition,
+}
+
 /// Hyper-parameters of [`HdChebConv`] (hdgcn-math.md §3).
 ///
 /// # Learning rate and width
@@ -53,8 +134,9 @@ impl<B: Backend> Transition<B> for MvcAttn<B> {
 /// same vector, so the gradients of the `h x h` value weights are rank one
 /// and Adam's first steps change each of them by `lr × hidden` in spectral
 /// norm. On Cora the dynamic layer collapsed to the majority class once the
-/// product passed 0.9–1.1, at every width from 32 to 256 (`docs/results.md`,
-/// "Why wide dynamic layers collapse").
+/// product passed 0.9–1.1, at every width from 32 to 256 (the earlier lab
+/// notebook, `git show 949970a:docs/results.md`, "Why wide dynamic layers
+/// collapse"; measured with the earlier reading, [`HdChaining::Transition`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HdChebConfig {
     /// Input width.
@@ -65,7 +147,9 @@ pub struct HdChebConfig {
     pub k: usize,
     /// Non-linearity σ (ReLU by default).
     pub activation: Activation,
-    /// Dropout on every `Z_k`.
+    /// Dropout inside every unit, on `T_k(Z_{k-1}) Wd_k` before its
+    /// `Â · W_k` (under [`HdChaining::Transition`] that is the `Z_k` the
+    /// next unit's transition reads).
     pub dropout: f64,
     /// Dropout on the layer input. Set it to 0 when the surrounding model
     /// already drops the layer's input (as [`crate::models::NodeClassifier`]
@@ -74,11 +158,15 @@ pub struct HdChebConfig {
     pub input_dropout: f64,
     /// LayerNorm epsilon.
     pub layer_norm_eps: f64,
+    /// How the units chain ([`HdChaining::Output`], the paper's layer
+    /// equation, by default). It also picks the transition of
+    /// [`HdChebConfig::build_static`].
+    pub chaining: HdChaining,
 }
 
 impl HdChebConfig {
-    /// Defaults: ReLU, dropout 0.5 on the input and on every `Z_k`,
-    /// LayerNorm eps 1e-5.
+    /// Defaults: ReLU, dropout 0.5 on the input and inside every unit,
+    /// LayerNorm eps 1e-5, [`HdChaining::Output`].
     pub fn new(in_channels: usize, hidden: usize, k: usize) -> Self {
         HdChebConfig {
             in_channels,
@@ -88,12 +176,13 @@ impl HdChebConfig {
             dropout: 0.5,
             input_dropout: 0.5,
             layer_norm_eps: 1e-5,
+            chaining: HdChaining::Output,
         }
     }
 
     /// The configuration for an HD-ChebConv inside a model that drops every
     /// convolution's input itself ([`crate::models::NodeClassifier`],
-    /// [`crate::models::GraphClassifier`]): `dropout` on every `Z_k` and no
+    /// [`crate::models::GraphClassifier`]): `dropout` inside every unit and no
     /// input dropout, so that the input is not dropped twice.
     pub fn in_model(in_channels: usize, hidden: usize, k: usize, dropout: f64) -> Self {
         HdChebConfig {
@@ -126,6 +215,28 @@ impl HdChebConfig {
         Ok(())
     }
 
+    /// Number of parameters besides the transitions': the first GCN
+    /// (`in · h + h`), per HD unit `Wd` (`h²`) and a GCN (`h² + h`), and the
+    /// LayerNorm (`2h`). `None` when it overflows.
+    pub fn num_params(&self) -> Option<usize> {
+        let h = self.hidden;
+        let per_unit = h.checked_mul(h)?.checked_mul(2)?.checked_add(h)?;
+        self.in_channels
+            .checked_add(1)?
+            .checked_mul(h)?
+            .checked_add(per_unit.checked_mul(self.k / 2)?)?
+            .checked_add(h.checked_mul(2)?)
+    }
+
+    /// [`HdChebConfig::num_params`] with one MVCAttn (`attention`, at this
+    /// layer's width) per HD unit: the dynamic variant's count.
+    pub fn num_params_dynamic(&self, attention: &MvcAttnConfig) -> Option<usize> {
+        let mut cfg = attention.clone();
+        cfg.hidden = self.hidden;
+        self.num_params()?
+            .checked_add(cfg.num_params()?.checked_mul(self.k / 2)?)
+    }
+
     /// Builds the layer with one transition per HD unit, made by `transition(k)`
     /// for `k = 1..=K/2`.
     pub fn build<B, T, R, F>(
@@ -141,15 +252,18 @@ impl HdChebConfig {
         F: FnMut(usize, &mut R) -> Result<T>,
     {
         self.validate()?;
+        // All units at once (the transitions' own parameters are checked
+        // by `build_dynamic` and by the transitions).
+        crate::limits::check_elements::<B::Elem>(
+            format_args!(
+                "HdChebConv parameters (K = {}, hidden {}, {} inputs)",
+                self.k, self.hidden, self.in_channels
+            ),
+            self.num_params(),
+        )?;
         let h = self.hidden;
         let prime = GcnConv::new(backend, self.in_channels, h, rng)?;
         let mut units = Vec::new();
-        units.try_reserve_exact(self.k / 2).map_err(|_| {
-            Error::InvalidConfig(format!(
-                "HdChebConv: K = {} is too large to allocate its units",
-                self.k
-            ))
-        })?;
         for k in 1..=self.k / 2 {
             let transition = transition(k, rng)?;
             let wd = Linear::glorot(backend, h, h, false, rng)?;
@@ -180,20 +294,35 @@ impl HdChebConfig {
     ) -> Result<HdChebConv<B, MvcAttn<B>>> {
         let mut cfg = attention.clone();
         cfg.hidden = self.hidden;
+        self.validate()?;
+        cfg.validate()?;
+        crate::limits::check_elements::<B::Elem>(
+            format_args!(
+                "HdChebConv parameters with MVCAttn (K = {}, hidden {}, {} supernodes, {} inputs)",
+                self.k, self.hidden, cfg.supernodes, self.in_channels
+            ),
+            self.num_params_dynamic(&cfg),
+        )?;
         self.build(backend, rng, |_, rng| cfg.build(backend, rng))
     }
 
-    /// Builds the static variant (`T_k = Â²`, "HDGCN-static").
+    /// Builds the static variant ("HDGCN-static"), with the transition of
+    /// [`HdChebConfig::chaining`] ([`StaticTransition::for_chaining`]):
+    /// `T_k = Â` under [`HdChaining::Output`] (the default), `Â²` under
+    /// [`HdChaining::Transition`]. For another combination, pass the
+    /// transition to [`HdChebConfig::build`].
     pub fn build_static<B: Backend, R: Rng + ?Sized>(
         &self,
         backend: &B,
         rng: &mut R,
     ) -> Result<HdChebConv<B, StaticTransition>> {
-        self.build(backend, rng, |_, _| Ok(StaticTransition))
+        let t = StaticTransition::for_chaining(self.chaining);
+        self.build(backend, rng, |_, _| Ok(t))
     }
 }
 
-/// One HD-ChebNet unit: `Z_k = T_k(Z_{k-1}) Wd_k`, `Ẑ_k = σ(Â Z_k W_k + b_k)`.
+/// One HD-ChebNet unit: `σ(Â T_k(·) Wd_k W_k + b_k)`; what `T_k` reads
+/// depends on [`HdChaining`].
 #[derive(Debug, Clone)]
 pub struct HdUnit<B: Backend, T> {
     /// The transition `T_k`.
@@ -204,27 +333,44 @@ pub struct HdUnit<B: Backend, T> {
     pub conv: GcnConv<B>,
 }
 
-/// High-order dynamic Chebyshev convolution (HDGCN, Jiang et al. 2021, §3):
+/// High-order dynamic Chebyshev convolution (HDGCN, Jiang et al. 2021, §3).
+///
+/// By default ([`HdChaining::Output`], the paper's layer equation) each
+/// unit takes the previous unit's output:
 ///
 /// ```text
-/// Z0 = σ(Â X W0 + b0)                                  prime ChebNet
-/// Z_k = T_k(Z_{k-1}) Wd_k,  Ẑ_k = σ(Â Z_k W_k + b_k)    k = 1 .. K/2
-/// H  = LayerNorm(Z0 + Σ_k Ẑ_k)
+/// Z0  = σ(Â X W0 + b0)                                 prime ChebNet
+/// Z_k = σ(Â T_k(Z_{k-1}) Wd_k W_k + b_k)                k = 1 .. K/2
+/// H   = LayerNorm(Z0 + Σ_k Z_k)
 /// ```
 ///
-/// Each unit takes the previous unit's transition output (`Z0` for the
-/// first). The transition is [`StaticTransition`] (`Â²`) or a learned one
-/// such as MVCAttn. Dropout applies to the layer input
-/// ([`HdChebConfig::input_dropout`]) and to every `Z_k`
-/// ([`HdChebConfig::dropout`]).
+/// With [`StaticTransition`] (`T = Â`, "HDGCN-static") unit `k` is the
+/// paper's `Â^{2k} Â X θ^{(k)}` up to the non-linearities (exactly, with
+/// identity weights, zero biases and a non-negative input); with MVCAttn
+/// (HDGCN) it realises `Â A_d^{(k)} ⋯ Â A_d^{(1)} Â X`, each MVCAttn
+/// attending over the previous unit's output.
 ///
-/// Parameters: `prime.*`, `units.{i}.transition.*`, `units.{i}.wd.weight`,
-/// `units.{i}.conv.*`, `norm.weight`, `norm.bias`.
+/// The earlier reading, [`HdChaining::Transition`] (set
+/// [`HdChebConfig::chaining`]), chains the units through the transition
+/// outputs instead, with `T = Â²` for the static variant:
+///
+/// ```text
+/// Z_k = T_k(Z_{k-1}) Wd_k,  Ẑ_k = σ(Â Z_k W_k + b_k),  H = LayerNorm(Z0 + Σ_k Ẑ_k)
+/// ```
+///
+/// The transition is [`StaticTransition`] or a learned one such as
+/// MVCAttn. Dropout applies to the layer input
+/// ([`HdChebConfig::input_dropout`]) and inside every unit to
+/// `T_k(·) Wd_k` ([`HdChebConfig::dropout`]).
+///
+/// Parameters (the same under both readings, so checkpoints load across
+/// them; see [`HdChaining`]): `prime.*`, `units.{i}.transition.*`,
+/// `units.{i}.wd.weight`, `units.{i}.conv.*`, `norm.weight`, `norm.bias`.
 ///
 /// ```
 /// use hdgcn::autograd::Tape;
 /// use hdgcn::backend::Cpu;
-/// use hdgcn::conv::{DeviceGraph, GraphConv, HdChebConfig};
+/// use hdgcn::conv::{DeviceGraph, GraphConv, HdChaining, HdChebConfig};
 /// use hdgcn::graph::Graph;
 /// use rand::SeedableRng;
 /// let cpu = Cpu::<f64>::new();
@@ -234,6 +380,11 @@ pub struct HdUnit<B: Backend, T> {
 /// let tape = Tape::inference(&cpu);
 /// let y = conv.forward(&tape, &g, &tape.constant_array(&ndarray::Array2::ones((3, 4))).into()).unwrap();
 /// assert_eq!(y.shape(), (3, 8));
+/// // The earlier reading (units chained through the transitions, static T = Â²):
+/// let mut cfg = HdChebConfig::new(4, 8, 6);
+/// cfg.chaining = HdChaining::Transition;
+/// let earlier = cfg.build_static(&cpu, &mut rng).unwrap();
+/// assert_eq!(earlier.units[0].transition.hops, 2);
 /// ```
 #[derive(Debug, Clone)]
 pub struct HdChebConv<B: Backend, T> {
@@ -256,15 +407,31 @@ impl<B: Backend, T: Transition<B>> HdChebConv<B, T> {
         &self.config
     }
 
-    /// The layer's forward pass with each unit's transition given by
-    /// `transition(T_k, Z_{k-1})`.
-    fn run<F>(
+    /// The summands of `H` before the LayerNorm: the prime ChebNet's `Z0`,
+    /// then every unit's output (`Z_k` under [`HdChaining::Output`], `Ẑ_k`
+    /// under [`HdChaining::Transition`]), `K / 2 + 1` entries of `N x h`.
+    /// The layer's output is `LayerNorm` of their sum.
+    ///
+    /// # Errors
+    /// As [`GraphConv::forward`].
+    pub fn forward_units(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        x: &Features<B>,
+    ) -> Result<Vec<Var<B>>> {
+        self.run_units(tape, graph, x, |t, z| t.apply(tape, graph, z))
+    }
+
+    /// The summands of `H` (see [`HdChebConv::forward_units`]) with each
+    /// unit's transition given by `transition(T_k, input)`.
+    fn run_units<F>(
         &self,
         tape: &Tape<B>,
         graph: &DeviceGraph<B>,
         x: &Features<B>,
         mut transition: F,
-    ) -> Result<Var<B>>
+    ) -> Result<Vec<Var<B>>>
     where
         F: FnMut(&T, &Var<B>) -> Result<Var<B>>,
     {
@@ -272,20 +439,48 @@ impl<B: Backend, T: Transition<B>> HdChebConv<B, T> {
         let act = self.config.activation;
         let x = self.input_dropout.forward_features(tape, x)?;
         let z0 = act.apply(&self.prime.forward(tape, graph, &x)?);
-        let mut sum = z0.clone();
+        let mut outputs = Vec::with_capacity(self.units.len() + 1);
+        outputs.push(z0.clone());
+        // The input of the next unit's transition.
         let mut prev = z0;
         for unit in &self.units {
             let t = transition(&unit.transition, &prev)?;
             let zk = self
                 .dropout
                 .forward(&unit.wd.forward(&Features::Dense(t))?)?;
-            let zk_hat = act.apply(&unit.conv.forward(
-                tape,
-                graph,
-                &Features::Dense(zk.clone()),
-            )?);
-            sum = sum.add(&zk_hat)?;
-            prev = zk;
+            let out = act.apply(
+                &unit
+                    .conv
+                    .forward(tape, graph, &Features::Dense(zk.clone()))?,
+            );
+            prev = match self.config.chaining {
+                HdChaining::Output => out.clone(),
+                HdChaining::Transition => zk,
+            };
+            outputs.push(out);
+        }
+        Ok(outputs)
+    }
+
+    /// The layer's forward pass with each unit's transition given by
+    /// `transition(T_k, input)`.
+    fn run<F>(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        x: &Features<B>,
+        transition: F,
+    ) -> Result<Var<B>>
+    where
+        F: FnMut(&T, &Var<B>) -> Result<Var<B>>,
+    {
+        let outputs = self.run_units(tape, graph, x, transition)?;
+        let mut it = outputs.into_iter();
+        let mut sum = it
+            .next()
+            .ok_or_else(|| Error::InvalidConfig("HdChebConv: no prime output".into()))?;
+        for out in it {
+            sum = sum.add(&out)?;
         }
         self.norm.forward(&sum)
     }
@@ -344,12 +539,6 @@ impl<B: Backend, T: Transition<B>> GraphConv<B> for HdChebConv<B, T> {
 
     fn out_channels(&self) -> usize {
         self.config.hidden
-    }
-
-    /// The prime ChebNet's input weight `W0`: the only weight that
-    /// multiplies `X`.
-    fn input_params(&self) -> Vec<Param<B>> {
-        self.prime.input_params()
     }
 
     fn forward(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, x: &Features<B>) -> Result<Var<B>> {

@@ -18,11 +18,11 @@ mod spectral_filter;
 pub use cheb::{ChebConv, ChebConvConfig};
 pub use device_graph::DeviceGraph;
 pub use gcn::GcnConv;
-pub use hd_cheb::{HdChebConfig, HdChebConv, HdUnit, StaticTransition, Transition};
+pub use hd_cheb::{HdChaining, HdChebConfig, HdChebConv, HdUnit, StaticTransition, Transition};
 #[cfg(feature = "lapack")]
 pub use spectral_filter::{SPECTRAL_FILTER_MAX_NODES, SpectralFilter, SpectralResponse};
 
-use crate::autograd::{Param, Tape, Var};
+use crate::autograd::{Tape, Var};
 use crate::backend::Backend;
 use crate::error::Result;
 use crate::nn::{Features, Module};
@@ -35,17 +35,6 @@ pub trait GraphConv<B: Backend>: Module<B> {
     fn out_channels(&self) -> usize;
     /// Applies the convolution, recording on `tape`.
     fn forward(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, x: &Features<B>) -> Result<Var<B>>;
-    /// The parameters that act on the input features themselves: the
-    /// layer's input projection (`in x out` weights), which an adversarial
-    /// step on the input layer moves
-    /// ([`NodeTrainConfig::adversarial_epsilon`]). The default is every
-    /// parameter of the layer; [`GcnConv`], [`ChebConv`] and
-    /// [`HdChebConv`] return their input weights only (no biases).
-    ///
-    /// [`NodeTrainConfig::adversarial_epsilon`]: crate::train::NodeTrainConfig::adversarial_epsilon
-    fn input_params(&self) -> Vec<Param<B>> {
-        self.params()
-    }
 }
 
 pub(crate) fn check_input<B: Backend>(

@@ -12,7 +12,7 @@
 //! whitespace. Either file may lack a final newline, and `\r\n` line endings
 //! are accepted.
 
-use super::read_file;
+use super::read_file_capped;
 use crate::graph::Graph;
 use crate::{Error, Result};
 use ndarray::Array2;
@@ -20,7 +20,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use std::collections::{BTreeSet, HashMap};
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
 /// Whether a document belongs to the training or the test part of a corpus.
@@ -95,6 +95,10 @@ pub struct TextCorpus {
     pub labels: Vec<String>,
 }
 
+/// Largest label or text file [`TextCorpus::load`] reads (the largest
+/// text_gcn file, ohsumed's text, is under 10 MB).
+pub const MAX_TEXT_FILE_BYTES: u64 = 64 << 20;
+
 /// Known corpora: (lower-case name, file stem).
 const CORPORA: [(&str, &str); 4] = [
     ("r8", "R8"),
@@ -146,8 +150,11 @@ impl TextCorpus {
     /// # Errors
     /// [`Error::MissingFile`] for a missing file; [`Error::Format`] (naming
     /// the file and line) for a line that is not `id<TAB>split<TAB>label`,
-    /// an unknown split, an empty label, invalid UTF-8, a label file with no
-    /// documents, or different numbers of lines in the two files.
+    /// an unknown split, an empty label, a label that only test documents
+    /// carry (a class no training document can teach), invalid UTF-8, a
+    /// label file with no documents, or different numbers of lines in the
+    /// two files; [`Error::Io`] for a path that is not a regular file, and
+    /// [`Error::Format`] for a file larger than [`MAX_TEXT_FILE_BYTES`].
     pub fn load(root: &Path, name: &str) -> Result<TextCorpus> {
         let lower = name.to_lowercase();
         let Some(&(key, stem)) = CORPORA.iter().find(|(k, _)| *k == lower) else {
@@ -165,11 +172,33 @@ impl TextCorpus {
     /// Loads a corpus in the text_gcn format from explicit paths: the label
     /// file (`id<TAB>split<TAB>label` lines) and the text file (one document
     /// a line). `name` is stored as given. Errors as [`TextCorpus::load`].
+    ///
+    /// Each file is read only if it is a regular file (a FIFO or device is
+    /// an [`Error::Io`]) of at most [`MAX_TEXT_FILE_BYTES`].
     pub fn from_files(name: &str, labels_path: &Path, text_path: &Path) -> Result<TextCorpus> {
-        let meta_bytes = read_file(labels_path)?;
-        let text_bytes = read_file(text_path)?;
-        let meta = lines_of(&meta_bytes, labels_path)?;
-        let text = lines_of(&text_bytes, text_path)?;
+        let meta_bytes = read_file_capped(labels_path, MAX_TEXT_FILE_BYTES, "a label file")?;
+        let text_bytes = read_file_capped(text_path, MAX_TEXT_FILE_BYTES, "a corpus text file")?;
+        TextCorpus::parse(name, labels_path, &meta_bytes, text_path, &text_bytes)
+    }
+
+    /// Parses a corpus from the contents of its label file and text file
+    /// (see [`TextCorpus::load`]); errors name them `<name>.txt` and
+    /// `corpus/<name>.clean.txt`.
+    pub fn from_bytes(name: &str, labels: &[u8], text: &[u8]) -> Result<TextCorpus> {
+        let lp = PathBuf::from(format!("{name}.txt"));
+        let tp = PathBuf::from(format!("corpus/{name}.clean.txt"));
+        TextCorpus::parse(name, &lp, labels, &tp, text)
+    }
+
+    fn parse(
+        name: &str,
+        labels_path: &Path,
+        meta_bytes: &[u8],
+        text_path: &Path,
+        text_bytes: &[u8],
+    ) -> Result<TextCorpus> {
+        let meta = lines_of(meta_bytes, labels_path)?;
+        let text = lines_of(text_bytes, text_path)?;
         let bad = |path: &Path, line: usize, why: String| {
             Error::format(path.display().to_string(), format!("line {line}: {why}"))
         };
@@ -240,6 +269,29 @@ impl TextCorpus {
             .enumerate()
             .map(|(i, l)| (l.as_str(), i))
             .collect();
+        // A class that no training document carries cannot be learnt: refuse
+        // it, naming its first line.
+        let mut in_train = vec![false; labels.len()];
+        for r in &raw {
+            if r.1 == DocSplit::Train {
+                in_train[label_id[r.2]] = true;
+            }
+        }
+        if let Some((&(line, _), r)) = meta
+            .iter()
+            .zip(&raw)
+            .find(|(_, r)| !in_train[label_id[r.2]])
+        {
+            return Err(bad(
+                labels_path,
+                line,
+                format!(
+                    "label {:?} occurs only in test documents: no training document \
+                     teaches that class",
+                    r.2
+                ),
+            ));
+        }
         let docs = raw
             .into_iter()
             .zip(&text)
@@ -301,6 +353,9 @@ impl Vocab {
     /// documents only, so that no test word leaks in): every token occurring
     /// at least `min_count` times in total (`0` acts as `1`). A literal
     /// `<unk>` token in the documents is not added (it already has id 0).
+    ///
+    /// A `min_count` above every count leaves `<unk>` alone; use
+    /// [`Vocab::try_build`] to refuse that.
     pub fn build<'a>(docs: impl IntoIterator<Item = &'a Document>, min_count: usize) -> Vocab {
         let mut counts: HashMap<&'a str, usize> = HashMap::new();
         for d in docs {
@@ -323,6 +378,38 @@ impl Vocab {
             .map(|(i, t)| (t.clone(), i))
             .collect();
         Vocab { tokens, ids }
+    }
+
+    /// [`Vocab::build`], refusing a vocabulary left with `<unk>` alone:
+    /// [`Error::InvalidConfig`] naming `min_count` and the largest count
+    /// found when no token occurs `min_count` times (every word would map
+    /// to `<unk>`), [`Error::Empty`] when the documents hold no token.
+    pub fn try_build<'a>(
+        docs: impl IntoIterator<Item = &'a Document>,
+        min_count: usize,
+    ) -> Result<Vocab> {
+        let docs: Vec<&Document> = docs.into_iter().collect();
+        let v = Vocab::build(docs.iter().copied(), min_count);
+        if v.len() > 1 {
+            return Ok(v);
+        }
+        let all = Vocab::build(docs.iter().copied(), 1);
+        if all.len() <= 1 {
+            return Err(Error::Empty(
+                "no word to build a vocabulary from (the documents have no tokens)".into(),
+            ));
+        }
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for d in &docs {
+            for t in &d.tokens {
+                *counts.entry(t.as_str()).or_insert(0) += 1;
+            }
+        }
+        let top = counts.values().copied().max().unwrap_or(0);
+        Err(Error::InvalidConfig(format!(
+            "min_count {min_count} leaves an empty vocabulary: the most frequent word occurs \
+             {top} times, so every word would be <unk>"
+        )))
     }
 
     /// This vocabulary with the tokens of `docs` that it lacks appended,
@@ -413,15 +500,15 @@ pub struct DocGraph {
 /// node). A one-word document gives one node and no edge.
 ///
 /// # Errors
-/// [`Error::InvalidConfig`] if `window == 0`; [`Error::Empty`] (naming the
-/// document id) for a document without tokens — the caller decides whether
-/// to skip it.
+/// [`Error::InvalidConfig`] if `window == 0`; [`Error::Empty`] (naming the document id) for a
+/// document without tokens — the caller decides whether to skip it.
 pub fn doc_graph(doc: &Document, vocab: &Vocab, window: usize) -> Result<DocGraph> {
     if window == 0 {
         return Err(Error::InvalidConfig(
             "doc_graph window must be at least 1".into(),
         ));
     }
+
     if doc.tokens.is_empty() {
         return Err(Error::Empty(format!("document {:?} has no tokens", doc.id)));
     }
@@ -670,7 +757,27 @@ pub const MAX_GLOVE_DIM: usize = 16_384;
 /// different number of values or more than [`MAX_GLOVE_DIM`], a value that is
 /// not a number or is NaN/infinite, invalid UTF-8, or (with `dim = None`) a
 /// file without any vector.
+///
+/// The file must be a regular file (a FIFO or device is an [`Error::Io`]);
+/// it is streamed, and no line may be longer than [`MAX_GLOVE_LINE_BYTES`]
+/// (checked while reading, so memory stays bounded whatever the file).
 pub fn load_glove(path: &Path, vocab: &Vocab, dim: Option<usize>) -> Result<(Array2<f32>, usize)> {
+    check_glove_dim(dim)?;
+    let (file, _) = super::open_regular(path)?;
+    read_glove(
+        std::io::BufReader::new(file),
+        &path.display().to_string(),
+        path,
+        vocab,
+        dim,
+    )
+}
+
+/// Longest line [`load_glove`] accepts, in bytes: a word and
+/// [`MAX_GLOVE_DIM`] values of up to 63 characters each.
+pub const MAX_GLOVE_LINE_BYTES: usize = 64 * MAX_GLOVE_DIM;
+
+fn check_glove_dim(dim: Option<usize>) -> Result<()> {
     if let Some(d) = dim {
         if d == 0 || d > MAX_GLOVE_DIM {
             return Err(Error::InvalidConfig(format!(
@@ -678,17 +785,29 @@ pub fn load_glove(path: &Path, vocab: &Vocab, dim: Option<usize>) -> Result<(Arr
             )));
         }
     }
-    let file = std::fs::File::open(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            Error::MissingFile(path.to_path_buf())
-        } else {
-            Error::io(path, e)
-        }
-    })?;
-    let mut reader = std::io::BufReader::new(file);
-    let pname = path.display().to_string();
-    let bad =
-        |line: usize, why: String| Error::format(pname.clone(), format!("line {line}: {why}"));
+    Ok(())
+}
+
+/// [`load_glove`] from any buffered reader; `name` names the source in
+/// errors. Same format, caps and errors.
+pub fn load_glove_from_reader(
+    reader: impl BufRead,
+    name: &str,
+    vocab: &Vocab,
+    dim: Option<usize>,
+) -> Result<(Array2<f32>, usize)> {
+    check_glove_dim(dim)?;
+    read_glove(reader, name, Path::new(name), vocab, dim)
+}
+
+fn read_glove(
+    mut reader: impl BufRead,
+    pname: &str,
+    path: &Path,
+    vocab: &Vocab,
+    dim: Option<usize>,
+) -> Result<(Array2<f32>, usize)> {
+    let bad = |line: usize, why: String| Error::format(pname, format!("line {line}: {why}"));
     let mut dim = dim;
     let mut out: Option<Array2<f32>> = dim.map(|d| Array2::zeros((vocab.len(), d)));
     let mut seen = vec![false; vocab.len()];
@@ -698,13 +817,21 @@ pub fn load_glove(path: &Path, vocab: &Vocab, dim: Option<usize>) -> Result<(Arr
     let mut values: Vec<f32> = Vec::new();
     loop {
         buf.clear();
-        let n = reader
+        // At most one byte past the cap: an over-long line is never buffered.
+        let n = (&mut reader)
+            .take(MAX_GLOVE_LINE_BYTES as u64 + 1)
             .read_until(b'\n', &mut buf)
             .map_err(|e| Error::io(path, e))?;
         if n == 0 {
             break;
         }
         line_no += 1;
+        if buf.len() > MAX_GLOVE_LINE_BYTES && buf.last() != Some(&b'\n') {
+            return Err(bad(
+                line_no,
+                format!("longer than {MAX_GLOVE_LINE_BYTES} bytes"),
+            ));
+        }
         let line =
             std::str::from_utf8(&buf).map_err(|e| bad(line_no, format!("invalid UTF-8 ({e})")))?;
         let mut fields = line.split_whitespace();

@@ -61,7 +61,8 @@ impl Graph {
     ///
     /// # Errors
     /// [`Error::Empty`] if `num_nodes == 0`; [`Error::InvalidConfig`] if
-    /// `num_nodes` is too large to allocate; [`Error::NodeOutOfRange`] if an
+    /// `num_nodes` is too large to allocate ([`Error::OverBudget`] when over
+    /// the memory budget); [`Error::NodeOutOfRange`] if an
     /// endpoint is `>= num_nodes`.
     pub fn from_edges(num_nodes: usize, edges: &[(usize, usize)]) -> Result<Graph> {
         let triplets: Vec<(usize, usize, f64)> = edges.iter().map(|&(s, d)| (s, d, 1.0)).collect();
@@ -74,7 +75,8 @@ impl Graph {
     ///
     /// # Errors
     /// [`Error::Empty`] if `num_nodes == 0`; [`Error::InvalidConfig`] if
-    /// `num_nodes` is too large for its row pointers to be allocated;
+    /// `num_nodes` is too large for its row pointers to be allocated
+    /// ([`Error::OverBudget`] when over the memory budget);
     /// [`Error::NodeOutOfRange`] for an endpoint `>= num_nodes`;
     /// [`Error::NonFinite`] for a NaN or infinite weight (or a sum of
     /// duplicates that overflows).
@@ -83,14 +85,10 @@ impl Graph {
             return Err(Error::Empty("graph with 0 nodes".into()));
         }
         // The CSR row pointers take `num_nodes + 1` words.
-        if !num_nodes
-            .checked_add(1)
-            .is_some_and(crate::error::can_allocate::<usize>)
-        {
-            return Err(Error::InvalidConfig(format!(
-                "a graph of {num_nodes} nodes is too large to allocate"
-            )));
-        }
+        crate::limits::check_elements::<usize>(
+            format_args!("a graph of {num_nodes} nodes"),
+            num_nodes.checked_add(1),
+        )?;
         for &(s, d, w) in edges {
             for idx in [s, d] {
                 if idx >= num_nodes {

@@ -385,13 +385,11 @@ impl<B: Backend> GraphClassifier<B> {
         graph: &DeviceGraph<B>,
         x: &GraphInput<B>,
     ) -> Result<Var<B>> {
-        self.states(tape, graph, x, None, None)
+        self.states(tape, graph, x, None)
     }
 
     /// Width of the node vectors the first convolution reads: the input
     /// layer's output width, or the feature width without an input layer.
-    /// An offset given to [`GraphClassifier::forward_perturbed`] is
-    /// `N x input_channels()`.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a classifier without convolutions.
@@ -399,20 +397,18 @@ impl<B: Backend> GraphClassifier<B> {
         Ok(self.first_conv()?.in_channels())
     }
 
-    /// [`GraphClassifier::node_states`] with `input_offset` (checked
-    /// here) added to the node vectors the input layer gives, and then
-    /// each node's vector multiplied by its row of `input_weights`
-    /// (`N x 1`, checked by the caller), before the position encoding and
-    /// the convolutions.
+    /// [`GraphClassifier::node_states`] with each node's input vector
+    /// multiplied by its row of `input_weights` (`N x 1`, checked by the
+    /// caller), before the position encoding and the convolutions.
     fn states(
         &self,
         tape: &Tape<B>,
         graph: &DeviceGraph<B>,
         x: &GraphInput<B>,
         input_weights: Option<&Var<B>>,
-        input_offset: Option<&Var<B>>,
     ) -> Result<Var<B>> {
-        let first = self.first_conv()?;
+        // A model without convolutions must not pool its raw input.
+        self.first_conv()?;
         let mut h = match (&self.input, x) {
             (Some(InputLayer::Embedding(e)), GraphInput::Tokens(idx)) => {
                 Features::Dense(e.forward(tape, idx)?)
@@ -436,17 +432,6 @@ impl<B: Backend> GraphClassifier<B> {
                 ));
             }
         };
-        if let Some(r) = input_offset {
-            let want = (graph.num_nodes(), first.in_channels());
-            if r.shape() != want {
-                return Err(Error::shape(
-                    "graph classifier input offset",
-                    format!("{want:?}"),
-                    format!("{:?}", r.shape()),
-                ));
-            }
-            h = Features::Dense(h.dense()?.add(r)?);
-        }
         if let Some(w) = input_weights {
             h = Features::Dense(h.dense()?.mul(w)?);
         }
@@ -543,62 +528,7 @@ impl<B: Backend> GraphClassifier<B> {
         x: &GraphInput<B>,
         weights: Option<&Var<B>>,
     ) -> Result<Var<B>> {
-        self.forward_inner(tape, graph, x, weights, None)
-    }
-
-    /// [`GraphClassifier::forward_weighted`] with `input_offset`
-    /// (`N x` [`input_channels`](GraphClassifier::input_channels)) added
-    /// to the node vectors the input layer gives (the embedded words, or
-    /// the features without an input layer), before the node weights, the
-    /// position encoding and the convolutions. Given as
-    /// [`Tape::input`] of zeros, the gradient [`Gradients::wrt`] reports
-    /// for it is the gradient of the output with respect to the node
-    /// inputs (saliency); given a small step along that gradient, it is
-    /// an adversarial perturbation of the inputs (Miyato et al., ICLR
-    /// 2017), as [`GraphTrainConfig::adversarial_norm`] uses.
-    ///
-    /// [`Tape::input`]: crate::autograd::Tape::input
-    /// [`Gradients::wrt`]: crate::autograd::Gradients::wrt
-    /// [`GraphTrainConfig::adversarial_norm`]: crate::train::GraphTrainConfig::adversarial_norm
-    ///
-    /// ```
-    /// use hdgcn::autograd::{Index, Tape};
-    /// use hdgcn::backend::Cpu;
-    /// use hdgcn::conv::DeviceGraph;
-    /// use hdgcn::graph::Graph;
-    /// use hdgcn::models::{GraphClassifier, GraphInput, InputSpec};
-    /// use ndarray::Array2;
-    /// use rand::SeedableRng;
-    ///
-    /// let cpu = Cpu::<f64>::new();
-    /// let mut rng = rand::rngs::StdRng::seed_from_u64(0);
-    /// let model = GraphClassifier::gcn(&cpu, InputSpec::Tokens { vocab: 10, dim: 4 }, 4, 1, 2, 0.0, &mut rng)?;
-    /// let doc = DeviceGraph::new(&cpu, Graph::from_edges(2, &[(0, 1), (1, 0)])?);
-    /// let words = GraphInput::Tokens(Index::new(&cpu, &[3, 7])?);
-    /// let tape = Tape::new(&cpu);
-    /// let zeros = tape.input(cpu_zeros(2, model.input_channels()?));
-    /// let logits = model.forward_perturbed(&tape, &doc, &words, None, &zeros)?;
-    /// assert_eq!(logits.to_array(), model.forward(&tape, &doc, &words)?.to_array());
-    /// let grads = logits.sum_all().backward()?;
-    /// assert_eq!(grads.wrt(&zeros).unwrap().dim(), (2, 4)); // d(sum of logits) / d(input vectors)
-    /// # fn cpu_zeros(r: usize, c: usize) -> Array2<f64> { Array2::zeros((r, c)) }
-    /// # Ok::<(), hdgcn::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// As [`GraphClassifier::forward_weighted`]; a shape error if
-    /// `input_offset` is not `N x input_channels()`;
-    /// [`Error::InvalidConfig`] for sparse features without an input
-    /// layer (an offset is dense).
-    pub fn forward_perturbed(
-        &self,
-        tape: &Tape<B>,
-        graph: &DeviceGraph<B>,
-        x: &GraphInput<B>,
-        weights: Option<&Var<B>>,
-        input_offset: &Var<B>,
-    ) -> Result<Var<B>> {
-        self.forward_inner(tape, graph, x, weights, Some(input_offset))
+        self.forward_inner(tape, graph, x, weights)
     }
 
     fn forward_inner(
@@ -607,7 +537,6 @@ impl<B: Backend> GraphClassifier<B> {
         graph: &DeviceGraph<B>,
         x: &GraphInput<B>,
         weights: Option<&Var<B>>,
-        input_offset: Option<&Var<B>>,
     ) -> Result<Var<B>> {
         if let Some(w) = weights {
             let n = graph.num_nodes();
@@ -620,13 +549,7 @@ impl<B: Backend> GraphClassifier<B> {
             }
         }
         let at = self.node_weighting;
-        let mut h = self.states(
-            tape,
-            graph,
-            x,
-            weights.filter(|_| at.at_input()),
-            input_offset,
-        )?;
+        let mut h = self.states(tape, graph, x, weights.filter(|_| at.at_input()))?;
         if let Some(w) = weights.filter(|_| at.at_readout()) {
             h = h.mul(w)?;
         }

@@ -152,8 +152,9 @@ impl<B: Backend> NodeClassifier<B> {
     }
 
     /// HDGCN-static for node classification: one [`HdChebConv`](crate::conv::HdChebConv)
-    /// with the static transition `Â²` (`in -> hidden`, `K` even), then
-    /// dropout and a linear classifier.
+    /// with the static transition `Â` (the paper's chaining,
+    /// [`HdChaining::Output`](crate::conv::HdChaining::Output); `in -> hidden`,
+    /// `K` even), then dropout and a linear classifier.
     #[allow(clippy::too_many_arguments)]
     pub fn hdgcn_static<R: Rng + ?Sized>(
         backend: &B,
@@ -234,17 +235,6 @@ impl<B: Backend> NodeClassifier<B> {
     /// Parameters of the first convolution (Kipf & Welling apply weight decay to these only).
     pub fn first_layer_params(&self) -> Vec<crate::autograd::Param<B>> {
         self.convs.first().map(|c| c.params()).unwrap_or_default()
-    }
-
-    /// The first convolution's input weights ([`GraphConv::input_params`]):
-    /// what [`NodeTrainConfig::adversarial_epsilon`] perturbs.
-    ///
-    /// [`NodeTrainConfig::adversarial_epsilon`]: crate::train::NodeTrainConfig::adversarial_epsilon
-    pub fn input_params(&self) -> Vec<crate::autograd::Param<B>> {
-        self.convs
-            .first()
-            .map(|c| c.input_params())
-            .unwrap_or_default()
     }
 
     /// Parameters of every layer after the first (head included).

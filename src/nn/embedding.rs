@@ -43,7 +43,9 @@ impl<B: Backend> Embedding<B> {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a zero size, a `std` that is not
-    /// finite and > 0, or a table too large to allocate.
+    /// finite and > 0, or a table whose size overflows;
+    /// [`Error::OverBudget`] for a table over the memory budget
+    /// ([`crate::limits`]).
     pub fn with_std<R: Rng + ?Sized>(
         backend: &B,
         num: usize,

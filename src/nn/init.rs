@@ -6,20 +6,14 @@ use rand_distr::{Distribution, Uniform};
 
 use crate::autograd::Param;
 use crate::backend::Backend;
-use crate::error::{Error, Result, can_allocate, check_non_negative};
+use crate::error::{Error, Result, check_non_negative};
 use crate::float::Float;
 
-/// Checks that a `rows x cols` tensor of `T` can be allocated
-/// ([`crate::error::can_allocate`]); otherwise an [`Error::InvalidConfig`]
-/// naming `what` and the shape.
+/// Checks a `rows x cols` tensor of `T` against the memory budget
+/// ([`crate::limits::check_tensor`]): [`Error::OverBudget`] or, for a size
+/// that overflows, [`Error::InvalidConfig`], naming `what` and the shape.
 pub(crate) fn check_size<T>(what: &str, rows: usize, cols: usize) -> Result<()> {
-    if rows.checked_mul(cols).is_some_and(can_allocate::<T>) {
-        Ok(())
-    } else {
-        Err(Error::InvalidConfig(format!(
-            "{what} of {rows} x {cols} is too large to allocate"
-        )))
-    }
+    crate::limits::check_tensor::<T>(what, rows, cols)
 }
 
 fn uniform<B: Backend, R: Rng + ?Sized>(
@@ -67,7 +61,8 @@ pub fn linear_default<B: Backend, R: Rng + ?Sized>(
 ///
 /// # Errors
 /// [`Error::NonFinite`] if `value` is NaN or infinite;
-/// [`Error::InvalidConfig`] if the shape is too large to allocate.
+/// [`Error::InvalidConfig`] if the shape's size overflows;
+/// [`Error::OverBudget`] if it is over the memory budget ([`crate::limits`]).
 pub fn constant<B: Backend>(backend: &B, rows: usize, cols: usize, value: f64) -> Result<Param<B>> {
     if !value.is_finite() {
         return Err(Error::NonFinite {
@@ -86,7 +81,8 @@ pub fn constant<B: Backend>(backend: &B, rows: usize, cols: usize, value: f64) -
 ///
 /// # Errors
 /// [`Error::InvalidConfig`] if `std` is negative, NaN or infinite, or the
-/// shape is too large to allocate.
+/// shape's size overflows; [`Error::OverBudget`] if it is over the memory
+/// budget ([`crate::limits`]).
 pub fn normal<B: Backend, R: Rng + ?Sized>(
     backend: &B,
     rows: usize,

@@ -23,7 +23,8 @@ impl<B: Backend> Linear<B> {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a zero width or a `d_in x d_out` weight
-    /// too large to allocate.
+    /// whose size overflows; [`Error::OverBudget`] for one over the memory
+    /// budget ([`crate::limits`]).
     pub fn new<R: Rng + ?Sized>(
         backend: &B,
         d_in: usize,

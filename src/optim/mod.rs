@@ -603,6 +603,79 @@ pub struct AdaBelief<B: Backend> {
 
 optimizer_common!(AdaBelief, AdaBeliefConfig, "AdaBelief");
 
+// ----- choosing an optimiser by name ------------------------------------------------
+
+/// An optimiser chosen by name, as a training configuration or a command
+/// line names it; [`OptimizerKind::build`] makes it with the reference
+/// implementation's defaults for every other hyper-parameter.
+///
+/// ```
+/// use hdgcn::backend::Cpu;
+/// use hdgcn::optim::{Optimizer, OptimizerKind};
+///
+/// assert_eq!("AdaBelief".parse::<OptimizerKind>()?, OptimizerKind::AdaBelief);
+/// let opt = OptimizerKind::AdamW.build::<Cpu<f32>>(0.01, 5e-4)?;
+/// assert_eq!(opt.learning_rate(), 0.01);
+/// assert!("lamb".parse::<OptimizerKind>().unwrap_err().to_string().contains("'lamb'"));
+/// # Ok::<(), hdgcn::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OptimizerKind {
+    /// [`Sgd`] without momentum.
+    Sgd,
+    /// [`Adam`] (L2 weight decay).
+    #[default]
+    Adam,
+    /// [`AdamW`] (decoupled weight decay).
+    AdamW,
+    /// [`AdaBelief`] (decoupled weight decay, rectified), as HDGCN uses it.
+    AdaBelief,
+}
+
+crate::named::named_enum!(OptimizerKind, "optimizer", {
+    Sgd => "sgd",
+    Adam => "adam",
+    AdamW => "adamw",
+    AdaBelief => "adabelief",
+});
+
+impl OptimizerKind {
+    /// The optimiser with learning rate `lr` and weight decay
+    /// `weight_decay`, every other hyper-parameter at its default.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a negative or non-finite `lr` or
+    /// `weight_decay`.
+    pub fn build<B: Backend>(self, lr: f64, weight_decay: f64) -> Result<Box<dyn Optimizer<B>>> {
+        Ok(match self {
+            OptimizerKind::Sgd => Box::new(
+                SgdConfig::default()
+                    .lr(lr)
+                    .weight_decay(weight_decay)
+                    .build::<B>()?,
+            ),
+            OptimizerKind::Adam => Box::new(
+                AdamConfig::default()
+                    .lr(lr)
+                    .weight_decay(weight_decay)
+                    .build::<B>()?,
+            ),
+            OptimizerKind::AdamW => Box::new(
+                AdamWConfig::default()
+                    .lr(lr)
+                    .weight_decay(weight_decay)
+                    .build::<B>()?,
+            ),
+            OptimizerKind::AdaBelief => Box::new(
+                AdaBeliefConfig::default()
+                    .lr(lr)
+                    .weight_decay(weight_decay)
+                    .build::<B>()?,
+            ),
+        })
+    }
+}
+
 // ----- gradient clipping ------------------------------------------------------------
 
 /// The total L2 norm of all gradients together, as `clip_grad_norm_`

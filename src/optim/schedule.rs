@@ -370,6 +370,8 @@ impl std::fmt::Display for LrScheduleKind {
     }
 }
 
+crate::named::serde_by_name!(LrScheduleKind);
+
 #[cfg(test)]
 mod tests {
     use super::*;

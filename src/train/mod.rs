@@ -1,30 +1,36 @@
-//! Training loops with model selection on validation data only.
+//! Training: one generic loop ([`Trainer`]) over a small trait any model
+//! implements ([`TrainStep`]), and its two uses in this crate, node
+//! classification ([`train_node_classifier`]) and graph classification
+//! ([`train_graph_classifier`]).
+//!
+//! The loop owns the optimiser, the learning-rate schedule and warm-up,
+//! gradient clipping, label smoothing, the weight average (EMA), model
+//! selection on validation data only, early stopping, a progress bar and a
+//! per-epoch history ([`EpochRecord`]). Batches come from a [`Loader`];
+//! anything else (an adversarial pass, gradient noise, logging) plugs in as
+//! a [`Hook`].
 
-mod adversarial;
 mod graph;
+mod hook;
+mod loader;
 mod node;
 mod selection;
+mod step;
+mod trainer;
 
 pub use graph::{
-    AdversarialNorm, EpochRecord, GraphFeatures, GraphOptimizer, GraphSample, GraphTrainConfig,
-    GraphTrainReport, RefitReport, evaluate_graphs, refit_graph_classifier, train_graph_classifier,
+    GraphBatch, GraphFeatures, GraphLoader, GraphSample, GraphTrainConfig, GraphTrainReport,
+    evaluate_graphs, train_graph_classifier,
 };
+pub use hook::{Hook, StepContext};
+pub use loader::Loader;
 pub use node::{
-    NodeRefitReport, NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes,
-    refit_node_classifier, train_node_classifier,
+    NodeBatch, NodeStep, NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes,
+    train_node_classifier,
 };
 pub use selection::SelectBy;
-
-/// Checks that a refit trains `epochs` in `1..=budget`, the selection
-/// run's epochs (its schedule is laid out over `budget`).
-fn check_refit_epochs(epochs: usize, budget: usize) -> crate::Result<()> {
-    if epochs == 0 || epochs > budget {
-        return Err(crate::Error::InvalidConfig(format!(
-            "refit epochs must be in 1..={budget} (the run's epochs), got {epochs}"
-        )));
-    }
-    Ok(())
-}
+pub use step::{StepOutput, TrainStep};
+pub use trainer::{EpochRecord, Evaluation, FitReport, TrainConfig, Trainer, evaluate};
 
 /// Index of the largest entry of each row (ties: the first). A NaN counts
 /// as larger than every number, as in `torch.argmax`, so a row holding one

@@ -5,8 +5,9 @@
 //! always, `wgpu::name` with the `wgpu` feature.
 //!
 //! Every op must match the reference within 1e-4 relative
-//! ([`assert_close`]). Without a GPU adapter the wgpu tests print why and
-//! pass, except under `CI=true`, where a missing adapter fails them.
+//! ([`assert_close`]). The wgpu tests are ignored unless `HDGCN_WGPU` or
+//! `CI` is set, and then a missing adapter fails them (the rule is at the
+//! top of `tests/common/mod.rs`).
 
 use hdgcn::backend::{Backend, Cpu};
 use ndarray::Array2;
@@ -27,16 +28,20 @@ macro_rules! backend_tests {
         mod wgpu {
             $(
                 #[test]
+                #[cfg_attr(
+                    not(hdgcn_wgpu_tests),
+                    ignore = "needs a wgpu adapter: set HDGCN_WGPU=1 (see tests/common/mod.rs)"
+                )]
                 fn $name() {
-                    if let Some(b) = crate::wgpu_backend() {
-                        super::$name(&b);
-                    }
+                    super::$name(&crate::common::wgpu::shared_wgpu());
                 }
             )*
         }
     };
 }
 
+#[path = "../common/mod.rs"]
+mod common;
 mod elementwise;
 mod layers;
 mod matmul;
@@ -46,31 +51,6 @@ mod reduce;
 mod segment;
 mod shape;
 mod sparse;
-
-/// The shared wgpu device, or `None` (after saying why) when there is no
-/// adapter outside CI.
-#[cfg(feature = "wgpu")]
-pub fn wgpu_backend() -> Option<hdgcn::backend::Wgpu> {
-    use std::sync::OnceLock;
-    static DEVICE: OnceLock<Option<hdgcn::backend::Wgpu>> = OnceLock::new();
-    DEVICE.get_or_init(open_wgpu).clone()
-}
-
-/// A wgpu device of the caller's own (with its own buffer pool), or `None`
-/// (after saying why) when there is no adapter outside CI.
-#[cfg(feature = "wgpu")]
-pub fn open_wgpu() -> Option<hdgcn::backend::Wgpu> {
-    match hdgcn::backend::Wgpu::new() {
-        Ok(b) => Some(b),
-        Err(e) => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("CI=true but the wgpu backend is unavailable: {e}");
-            }
-            eprintln!("skipping wgpu tests: {e}");
-            None
-        }
-    }
-}
 
 /// The `f64` reference backend.
 pub fn reference() -> Cpu<f64> {

@@ -5,7 +5,8 @@
 
 use hdgcn::backend::{Backend, SegmentReduce, Wgpu};
 
-use crate::{open_wgpu, rand_array, up};
+use crate::common::wgpu::open_wgpu;
+use crate::{rand_array, up};
 
 /// One pass of a computation that uploads its inputs and, through the
 /// chunked reductions of a segment longer than one workgroup's chunk,
@@ -20,8 +21,12 @@ fn one_pass(b: &Wgpu, seed: u64) -> f32 {
 }
 
 #[test]
+#[cfg_attr(
+    not(hdgcn_wgpu_tests),
+    ignore = "needs a wgpu adapter: set HDGCN_WGPU=1 (see tests/common/mod.rs)"
+)]
 fn uploads_are_freed_not_pooled() {
-    let Some(b) = open_wgpu() else { return };
+    let b = open_wgpu();
     for seed in 0..50 {
         let t = up(&b, &rand_array(16, 16, seed, -1.0, 1.0));
         let i = b.index_from_slice(&[0, 1, 2, 3]);
@@ -33,8 +38,12 @@ fn uploads_are_freed_not_pooled() {
 }
 
 #[test]
+#[cfg_attr(
+    not(hdgcn_wgpu_tests),
+    ignore = "needs a wgpu adapter: set HDGCN_WGPU=1 (see tests/common/mod.rs)"
+)]
 fn a_dropped_result_is_pooled_and_taken_again() {
-    let Some(b) = open_wgpu() else { return };
+    let b = open_wgpu();
     let x = up(&b, &rand_array(64, 64, 7, -1.0, 1.0));
     drop(b.matmul(&x, &x, false, false));
     assert_eq!((b.pooled_buffers(), b.pooled_bytes()), (1, 64 * 64 * 4));
@@ -48,8 +57,12 @@ fn a_dropped_result_is_pooled_and_taken_again() {
 }
 
 #[test]
+#[cfg_attr(
+    not(hdgcn_wgpu_tests),
+    ignore = "needs a wgpu adapter: set HDGCN_WGPU=1 (see tests/common/mod.rs)"
+)]
 fn a_repeated_pass_reaches_a_steady_pool() {
-    let Some(b) = open_wgpu() else { return };
+    let b = open_wgpu();
     // Each column of the softmax sums to 1 over the segment.
     assert!((one_pass(&b, 0) - 8.0).abs() < 1e-3);
     let (buffers, bytes) = (b.pooled_buffers(), b.pooled_bytes());
