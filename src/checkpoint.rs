@@ -383,7 +383,7 @@ fn load_params<B: Backend>(
         });
     }
     for (p, a) in staged {
-        p.set(p.backend().upload(a.view()));
+        p.set(p.backend().upload(a.view()))?;
     }
     Ok(())
 }
