@@ -259,3 +259,63 @@ fn constants_get_no_gradient_and_inference_records_nothing() {
     assert_eq!(y.shape(), (4, 3));
     assert!(tape.is_empty());
 }
+
+/// `softplus` written once for every backend with the `Backend` kernels
+/// (so it would run on wgpu too): `log(1 + eˣ)`, gradient `g · σ(x)`.
+struct GenericSoftplus;
+
+impl<B: hdgcn::backend::Backend> CustomOp<B> for GenericSoftplus {
+    fn name(&self) -> &str {
+        "generic_softplus"
+    }
+
+    fn forward(&self, b: &B, inputs: &[&B::Tensor]) -> hdgcn::Result<B::Tensor> {
+        use hdgcn::backend::{BinaryOp, UnaryOp};
+        let e = b.unary(UnaryOp::Exp, inputs[0]);
+        let (r, c) = b.shape(&e);
+        let one = b.full(r, c, num_traits::One::one());
+        Ok(b.unary(UnaryOp::Log, &b.binary(BinaryOp::Add, &one, &e)))
+    }
+
+    fn backward(
+        &self,
+        b: &B,
+        inputs: &[&B::Tensor],
+        _output: &B::Tensor,
+        grad: &B::Tensor,
+    ) -> hdgcn::Result<Vec<Option<B::Tensor>>> {
+        use hdgcn::backend::{BinaryOp, UnaryOp};
+        let s = b.unary(UnaryOp::Sigmoid, inputs[0]);
+        Ok(vec![Some(b.binary(BinaryOp::Mul, grad, &s))])
+    }
+}
+
+#[test]
+fn a_generic_op_runs_on_f32_and_f64_and_matches_the_array_one() {
+    let small = x().mapv(|v| v.clamp(-5.0, 5.0));
+    let report = check_inputs(
+        std::slice::from_ref(&small),
+        |_tape, v| {
+            Ok(Var::apply_custom(Rc::new(GenericSoftplus), &[&v[0]])?
+                .square()
+                .sum_all())
+        },
+        1e-6,
+    )
+    .unwrap();
+    assert!(report.max_error < 1e-6, "{report:?}");
+
+    let cpu = Cpu::<f32>::new();
+    let tape = Tape::new(&cpu);
+    let v = tape.input(small.mapv(|v| v as f32));
+    let y = Var::apply_custom(Rc::new(GenericSoftplus), &[&v]).unwrap();
+    let g = y.sum_all().backward().unwrap();
+    let want = small.mapv(|v: f64| (1.0 + v.exp()).ln());
+    for (a, b) in y.to_array().iter().zip(&want) {
+        assert!((*a as f64 - b).abs() < 1e-5, "{a} vs {b}");
+    }
+    let dsig = small.mapv(|v: f64| 1.0 / (1.0 + (-v).exp()));
+    for (a, b) in g.wrt(&v).unwrap().iter().zip(&dsig) {
+        assert!((*a as f64 - b).abs() < 1e-6, "{a} vs {b}");
+    }
+}
