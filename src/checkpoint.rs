@@ -22,6 +22,11 @@
 //! * [`load_checkpoint`] validates everything (names match exactly, shapes,
 //!   element types) before assigning anything: on error the model is
 //!   unchanged.
+//! * [`load_pytorch_state_dict`] loads a PyTorch / PyG `state_dict` saved
+//!   with `safetensors.torch.save_file(model.state_dict(), path)`, in
+//!   PyTorch's layouts (`[out, in]` weights, 1-D biases), with the same
+//!   checks, naming every tensor that is missing, unexpected, or of the
+//!   wrong shape or dtype.
 //!
 //! ```
 //! use hdgcn::backend::Cpu;
@@ -64,7 +69,7 @@ use crate::autograd::Param;
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::float::Float;
-use crate::nn::Module;
+use crate::nn::{Module, TorchLayout};
 
 /// The safetensors element type of a backend element type.
 fn dtype_of<F: Float>() -> Result<Dtype> {
@@ -276,8 +281,8 @@ fn check_replaceable(path: &Path) -> Result<()> {
 
 /// Bytes a checkpoint for `params` may take: every parameter at 8 bytes an
 /// element, doubled, plus 16 MiB for the header (names, shapes, metadata).
-fn checkpoint_cap<B: Backend>(params: &BTreeMap<String, Param<B>>) -> u64 {
-    let elems = params.values().fold(0u64, |acc, p| {
+fn checkpoint_cap<'a, B: Backend>(params: impl IntoIterator<Item = &'a Param<B>>) -> u64 {
+    let elems = params.into_iter().fold(0u64, |acc, p| {
         let (r, c) = p.shape();
         acc.saturating_add((r as u64).saturating_mul(c as u64))
     });
@@ -302,7 +307,8 @@ fn checkpoint_cap<B: Backend>(params: &BTreeMap<String, Param<B>>) -> u64 {
 /// element plus 16 MiB): a larger file is an [`Error::Format`].
 pub fn load_checkpoint<B: Backend, M: Module<B> + ?Sized>(model: &M, path: &Path) -> Result<()> {
     let params = unique_params(model)?;
-    let bytes = crate::data::read_file_capped_io(path, checkpoint_cap(&params), "a checkpoint")?;
+    let bytes =
+        crate::data::read_file_capped_io(path, checkpoint_cap(params.values()), "a checkpoint")?;
     load_params(params, &bytes, path)
 }
 
@@ -383,7 +389,175 @@ fn load_params<B: Backend>(
         });
     }
     for (p, a) in staged {
-        p.set(p.backend().upload(a.view()));
+        p.set(p.backend().upload(a.view()))?;
+    }
+    Ok(())
+}
+
+/// Loads a PyTorch `state_dict` saved with
+/// `safetensors.torch.save_file(model.state_dict(), path)` into `model`.
+///
+/// Names must match [`Module::named_params`] exactly (the crate uses PyG's
+/// names: `conv1.lin.weight`, `conv1.bias`, `conv1.lins.0.weight`, ...).
+/// Each tensor is read in PyTorch's layout ([`TorchLayout`]): a
+/// [`Linear`](crate::nn::Linear) weight is `[out, in]` in the file and is
+/// transposed into the crate's `in x out`; a 1-D tensor of length `n` (a
+/// bias) fills a `1 x n` parameter; any other parameter has the same 2-D
+/// shape in both. The element type must be the backend's (`F32` for
+/// `f32`, `F64` for `f64`).
+///
+/// As [`load_checkpoint`], every check runs before any parameter is
+/// assigned, so on error the model is exactly as it was, and only a
+/// regular file of at most 16 bytes per parameter element plus 16 MiB is
+/// read.
+///
+/// ```
+/// # fn main() -> hdgcn::Result<()> {
+/// use hdgcn::backend::Cpu;
+/// use hdgcn::checkpoint::load_pytorch_state_dict;
+/// use hdgcn::models::NodeClassifier;
+/// use rand::SeedableRng;
+///
+/// // Saved from a PyG model `conv1 = GCNConv(5, 4)`, `conv2 = GCNConv(4, 3)`
+/// // (see tests/fixtures/gen_state_dict.py).
+/// let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+///     .join("tests/fixtures/state_dict_gcn.safetensors");
+/// let cpu = Cpu::<f32>::new();
+/// let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+/// let model = NodeClassifier::gcn(&cpu, 5, 4, 3, 0.5, &mut rng)?;
+/// load_pytorch_state_dict(&model, &path)?;
+///
+/// // A model of other widths is refused, naming the tensors that differ.
+/// let wide = NodeClassifier::gcn(&cpu, 5, 8, 3, 0.5, &mut rng)?;
+/// let err = load_pytorch_state_dict(&wide, &path).unwrap_err();
+/// assert!(err.to_string().contains("conv1.lin.weight"), "{err}");
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+/// [`Error::Io`] with the path if the file cannot be read;
+/// [`Error::Format`] if it is not a valid safetensors file or is larger
+/// than the cap; [`Error::CheckpointMismatch`] listing every missing or
+/// unexpected tensor and every tensor of the wrong shape or element type,
+/// by name; [`Error::NonFinite`] for a NaN or infinite value;
+/// [`Error::InvalidConfig`] if the model names two parameters alike.
+pub fn load_pytorch_state_dict<B: Backend, M: Module<B> + ?Sized>(
+    model: &M,
+    path: &Path,
+) -> Result<()> {
+    let params = unique_params_with_layout(model)?;
+    let cap = checkpoint_cap(params.values().map(|(p, _)| p));
+    let bytes = crate::data::read_file_capped_io(path, cap, "a PyTorch state_dict")?;
+    load_torch_params(params, &bytes, path)
+}
+
+/// [`load_pytorch_state_dict`] from the bytes of a safetensors file; `name`
+/// names it in errors. Same checks and errors (but no size cap).
+pub fn load_pytorch_state_dict_bytes<B: Backend, M: Module<B> + ?Sized>(
+    model: &M,
+    bytes: &[u8],
+    name: &str,
+) -> Result<()> {
+    load_torch_params(unique_params_with_layout(model)?, bytes, Path::new(name))
+}
+
+type LayoutParams<B> = BTreeMap<String, (Param<B>, TorchLayout)>;
+
+fn unique_params_with_layout<B: Backend, M: Module<B> + ?Sized>(
+    model: &M,
+) -> Result<LayoutParams<B>> {
+    let mut map = BTreeMap::new();
+    for (name, p, layout) in model.named_params_with_layout() {
+        if map.insert(name.clone(), (p, layout)).is_some() {
+            return Err(Error::InvalidConfig(format!(
+                "the model names two parameters '{name}'; checkpoints need unique names"
+            )));
+        }
+    }
+    Ok(map)
+}
+
+fn shape_list(s: &[usize]) -> String {
+    let parts: Vec<String> = s.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+fn load_torch_params<B: Backend>(params: LayoutParams<B>, bytes: &[u8], path: &Path) -> Result<()> {
+    let dtype = dtype_of::<B::Elem>()?;
+    let shown = path.display().to_string();
+    let st = SafeTensors::deserialize(bytes).map_err(|e| Error::format(&shown, e.to_string()))?;
+
+    let in_file: BTreeSet<&str> = st.names().into_iter().collect();
+    let mut differences = Vec::new();
+    for name in params.keys() {
+        if !in_file.contains(name.as_str()) {
+            differences.push(format!("missing tensor {name}"));
+        }
+    }
+    for name in &in_file {
+        if !params.contains_key(*name) {
+            differences.push(format!("unexpected tensor {name}"));
+        }
+    }
+    let mut staged = Vec::with_capacity(params.len());
+    for (name, (p, layout)) in &params {
+        let Ok(view) = st.tensor(name) else { continue };
+        let shape = view.shape();
+        let (r, c) = p.shape();
+        // The file's (rows, cols) in PyTorch's layout, if the shape fits.
+        let fits = match (*layout, shape) {
+            (TorchLayout::Same, &[n]) if r == 1 && n == c => Some((1, c)),
+            (TorchLayout::Same, &[a, b]) if (a, b) == (r, c) => Some((r, c)),
+            (TorchLayout::Transposed, &[a, b]) if (a, b) == (c, r) => Some((c, r)),
+            _ => None,
+        };
+        let mut ok = true;
+        if fits.is_none() {
+            let want = match layout {
+                TorchLayout::Same if r == 1 => format!("[{c}] or [1, {c}]"),
+                TorchLayout::Same => format!("[{r}, {c}]"),
+                TorchLayout::Transposed => {
+                    format!("[{c}, {r}] (PyTorch's [out, in] of the model's {r} x {c})")
+                }
+            };
+            differences.push(format!(
+                "{name}: wrong shape {} in the file, expected {want}",
+                shape_list(shape)
+            ));
+            ok = false;
+        }
+        if view.dtype() != dtype {
+            differences.push(format!(
+                "{name}: wrong dtype {:?} in the file, {:?} in the model",
+                view.dtype(),
+                dtype
+            ));
+            ok = false;
+        }
+        if let (true, Some(dims)) = (ok, fits) {
+            let a: Array2<B::Elem> = decode(view.data(), dtype, dims);
+            if let Some(v) = a.iter().find(|v| !num_traits::Float::is_finite(**v)) {
+                return Err(Error::NonFinite {
+                    what: format!("state_dict {shown} tensor {name}"),
+                    value: v.to_f64_exact(),
+                });
+            }
+            let a = match layout {
+                TorchLayout::Same => a,
+                TorchLayout::Transposed => a.t().as_standard_layout().into_owned(),
+            };
+            staged.push((p, a));
+        }
+    }
+    if !differences.is_empty() {
+        return Err(Error::CheckpointMismatch {
+            path: path.to_path_buf(),
+            differences,
+        });
+    }
+    for (p, a) in staged {
+        p.set(p.backend().upload(a.view()))?;
     }
     Ok(())
 }

@@ -38,7 +38,11 @@ fn gcn_conv_equals_dense_formula() {
         let g = random_weighted_graph(&mut rng, n, 0.3, false);
         let a = dense(&g);
         let conv = GcnConv::new(&cpu, 4, 3, &mut rng).unwrap();
-        conv.bias.as_ref().unwrap().set(rand_mat(&mut rng, 1, 3));
+        conv.bias
+            .as_ref()
+            .unwrap()
+            .set(rand_mat(&mut rng, 1, 3))
+            .unwrap();
         let x = rand_mat(&mut rng, n, 4);
         let dg = DeviceGraph::new(&cpu, g);
         let tape = Tape::inference(&cpu);
@@ -65,7 +69,11 @@ fn cheb_conv_equals_dense_chebyshev_recurrence_for_k_1_to_10() {
         let mut cfg = ChebConvConfig::new(3, 2, k);
         cfg.lambda_max = LambdaMax::Fixed(lambda);
         let conv = cfg.build(&cpu, &mut rng).unwrap();
-        conv.bias.as_ref().unwrap().set(rand_mat(&mut rng, 1, 2));
+        conv.bias
+            .as_ref()
+            .unwrap()
+            .set(rand_mat(&mut rng, 1, 2))
+            .unwrap();
         let x = rand_mat(&mut rng, n, 3);
         let dg = DeviceGraph::new(&cpu, g);
         let tape = Tape::inference(&cpu);

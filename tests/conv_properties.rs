@@ -117,7 +117,7 @@ fn hd_conv(
     for p in conv.params() {
         let (r, c) = p.shape();
         if r == 1 {
-            p.set(rand_mat(&mut rng, r, c));
+            p.set(rand_mat(&mut rng, r, c)).unwrap();
         }
     }
     conv
@@ -137,7 +137,7 @@ proptest! {
         let cpu = C::new();
         let case = permuted_case(seed, n, p, symmetric, 4);
         let conv = GcnConv::new(&cpu, 4, 3, &mut StdRng::seed_from_u64(seed ^ 1)).unwrap();
-        conv.bias.as_ref().unwrap().set(Array2::from_shape_fn((1, 3), |(_, j)| j as f64 - 0.5));
+        conv.bias.as_ref().unwrap().set(Array2::from_shape_fn((1, 3), |(_, j)| j as f64 - 0.5)).unwrap();
         let y = run(&conv, &cpu, &case.g, &case.x);
         let py = run(&conv, &cpu, &case.pg, &case.px);
         let err = equivariance_error(&case, &y, &py);
@@ -168,7 +168,7 @@ proptest! {
         };
         cfg.lambda_max = LambdaMax::Fixed(lambda);
         let conv: ChebConv<C> = cfg.build(&cpu, &mut StdRng::seed_from_u64(seed ^ 2)).unwrap();
-        conv.bias.as_ref().unwrap().set(Array2::from_shape_fn((1, 3), |(_, j)| 0.3 * j as f64));
+        conv.bias.as_ref().unwrap().set(Array2::from_shape_fn((1, 3), |(_, j)| 0.3 * j as f64)).unwrap();
         let y = run(&conv, &cpu, &case.g, &case.x);
         let py = run(&conv, &cpu, &case.pg, &case.px);
         let err = equivariance_error(&case, &y, &py);
@@ -253,7 +253,7 @@ proptest! {
         cfg.normalization = norm;
         cfg.lambda_max = LambdaMax::Estimate { tol: 1e-8, max_iter: 50, seed: 3 };
         let conv: ChebConv<C> = cfg.build(&cpu, &mut StdRng::seed_from_u64(seed ^ 5)).unwrap();
-        conv.bias.as_ref().unwrap().set(Array2::from_shape_fn((1, 2), |(_, j)| j as f64 - 0.2));
+        conv.bias.as_ref().unwrap().set(Array2::from_shape_fn((1, 2), |(_, j)| j as f64 - 0.2)).unwrap();
 
         let tape = Tape::inference(&cpu);
         let xv = tape.constant_array(&x_all).into();

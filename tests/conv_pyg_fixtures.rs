@@ -154,8 +154,8 @@ fn run_fixture(fx: &Value) -> Vec<(&'static str, Array2<f64>)> {
     match fx["layer"].as_str().unwrap() {
         "GCNConv" => {
             let conv = GcnConv::new(&cpu, n_in, n_out, &mut rng).unwrap();
-            conv.lin.weight.set(weight(fx, "lin.weight"));
-            conv.bias.as_ref().unwrap().set(bias(fx));
+            conv.lin.weight.set(weight(fx, "lin.weight")).unwrap();
+            conv.bias.as_ref().unwrap().set(bias(fx)).unwrap();
             let y = conv.forward(&tape, &graph, &xv).unwrap();
             vec![("forward", y.to_array())]
         }
@@ -174,9 +174,11 @@ fn run_fixture(fx: &Value) -> Vec<(&'static str, Array2<f64>)> {
             let conv: ChebConv<C> = cfg.build(&cpu, &mut rng).unwrap();
             assert_eq!(conv.lins.len(), k);
             for (i, lin) in conv.lins.iter().enumerate() {
-                lin.weight.set(weight(fx, &format!("lins.{i}.weight")));
+                lin.weight
+                    .set(weight(fx, &format!("lins.{i}.weight")))
+                    .unwrap();
             }
-            conv.bias.as_ref().unwrap().set(bias(fx));
+            conv.bias.as_ref().unwrap().set(bias(fx)).unwrap();
             let mut outs = vec![(
                 "forward_with_lambda",
                 conv.forward_with_lambda(&tape, &graph, &xv, &lambdas)
@@ -255,9 +257,11 @@ fn batch_fixtures_with_exact_lambda_rule() {
         cfg.lambda_max = LambdaMax::Exact;
         let conv: ChebConv<C> = cfg.build(&cpu, &mut StdRng::seed_from_u64(0)).unwrap();
         for (i, lin) in conv.lins.iter().enumerate() {
-            lin.weight.set(weight(&fx, &format!("lins.{i}.weight")));
+            lin.weight
+                .set(weight(&fx, &format!("lins.{i}.weight")))
+                .unwrap();
         }
-        conv.bias.as_ref().unwrap().set(bias(&fx));
+        conv.bias.as_ref().unwrap().set(bias(&fx)).unwrap();
         let tape = Tape::inference(&cpu);
         let y = conv
             .forward(&tape, &graph, &tape.constant_array(&x).into())

@@ -1050,7 +1050,7 @@ fn node_weights_at_the_input_scale_what_the_convolutions_read() {
     for (v, &tok) in tokens.iter().enumerate() {
         table.row_mut(tok).mapv_inplace(|a| a * w[[v, 0]]);
     }
-    e.weight.set(table);
+    e.weight.set(table).unwrap();
     let want = model.forward(&t, &batch, &ids).unwrap().to_array();
     assert!(close(&got, &want), "{got} vs {want}");
     // Gradients through the scaled inputs, for both placements that use them.

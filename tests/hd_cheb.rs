@@ -88,7 +88,7 @@ fn transition_chaining_static_equals_dense_reference() {
         for (_, p) in conv.named_params() {
             let (r, c) = p.shape();
             if r == 1 {
-                p.set(rand_mat(&mut rng, r, c));
+                p.set(rand_mat(&mut rng, r, c)).unwrap();
             }
         }
         let x = rand_mat(&mut rng, n, 3);
@@ -187,7 +187,7 @@ fn transition_chaining_dynamic_with_uniform_attention_is_a_graph_mean_transition
     for (name, p) in conv.named_params() {
         if name.ends_with(".q.weight") || name.ends_with(".k.weight") {
             let (r, c) = p.shape();
-            p.set(Array2::zeros((r, c)));
+            p.set(Array2::zeros((r, c))).unwrap();
         }
         if name.contains("transition") && name.ends_with(".v.weight") {
             wv.push((name, p.to_array()));
@@ -334,7 +334,7 @@ fn randomize_rows<M: Module<C> + ?Sized>(conv: &M, rng: &mut StdRng) {
     for (_, p) in conv.named_params() {
         let (r, c) = p.shape();
         if r == 1 {
-            p.set(rand_mat(rng, r, c));
+            p.set(rand_mat(rng, r, c)).unwrap();
         }
     }
 }
@@ -352,9 +352,9 @@ where
         let query_or_key = name.ends_with(".q.weight") || name.ends_with(".k.weight");
         let bias = name.ends_with("bias") && !name.contains("norm");
         if query_or_key || bias {
-            p.set(Array2::zeros((r, c)));
+            p.set(Array2::zeros((r, c))).unwrap();
         } else if (r, c) == (h, h) && !name.contains("mvproj") {
-            p.set(Array2::eye(h));
+            p.set(Array2::eye(h)).unwrap();
         }
     }
 }
@@ -577,7 +577,7 @@ fn output_chaining_dynamic_uniform_attention_equals_dense_formula() {
     for (name, p) in conv.named_params() {
         if name.ends_with(".q.weight") || name.ends_with(".k.weight") {
             let (r, c) = p.shape();
-            p.set(Array2::zeros((r, c)));
+            p.set(Array2::zeros((r, c))).unwrap();
         }
         if name.contains("transition") && name.ends_with(".v.weight") {
             wv.push((name, p.to_array()));
@@ -724,7 +724,7 @@ fn outputs_on<B: hdgcn::backend::Backend>(
     let named = conv.named_params();
     assert_eq!(named.len(), params.len());
     for ((_, p), v) in named.iter().zip(params) {
-        p.set(b.upload(lossy(v).view()));
+        p.set(b.upload(lossy(v).view())).unwrap();
     }
     let t = Tape::with_seed(b, 3);
     let dg = DeviceGraph::new(b, g.clone());

@@ -38,7 +38,7 @@ fn layer(cfg: &MvcAttnConfig, seed: u64) -> MvcAttn<B> {
     let l = cfg.build(&cpu, &mut rng).unwrap();
     for (_, p) in l.named_params() {
         let (r, c) = p.shape();
-        p.set(rand_mat_wide(&mut rng, r, c));
+        p.set(rand_mat_wide(&mut rng, r, c)).unwrap();
     }
     l
 }
@@ -59,7 +59,7 @@ fn set_param(l: &MvcAttn<B>, name: &str, v: Array2<f64>) {
         .find(|(n, _)| n == name)
         .unwrap();
     assert_eq!(p.shape(), v.dim(), "{name}");
-    p.set(v);
+    p.set(v).unwrap();
 }
 
 fn run(l: &MvcAttn<B>, z: &Array2<f64>, ptr: &[usize]) -> (Array2<f64>, AttentionMaps) {

@@ -112,8 +112,8 @@ fn layer_norm_matches_torch_definition_and_gradients() {
     let mut rng = StdRng::seed_from_u64(2);
     let cpu = C::new();
     let ln = LayerNorm::new(&cpu, 6, 1e-5).unwrap();
-    ln.weight.set(rand_mat(&mut rng, 1, 6));
-    ln.bias.set(rand_mat(&mut rng, 1, 6));
+    ln.weight.set(rand_mat(&mut rng, 1, 6)).unwrap();
+    ln.bias.set(rand_mat(&mut rng, 1, 6)).unwrap();
     let x = rand_mat(&mut rng, 3, 6);
     let t = Tape::inference(&cpu);
     let y = ln.forward(&t.constant(x.clone())).unwrap().to_array();
@@ -263,7 +263,7 @@ fn params_are_shared_handles() {
     let cpu = C::new();
     let p = Param::from_array(&cpu, &Array2::zeros((1, 1)));
     let q = p.clone();
-    q.set(Array2::from_elem((1, 1), 3.0));
+    q.set(Array2::from_elem((1, 1), 3.0)).unwrap();
     assert_eq!(p.to_array()[[0, 0]], 3.0);
     assert_eq!(p.id(), q.id());
 }
@@ -304,7 +304,7 @@ fn parameters_set_from_transposed_arrays_work_everywhere() {
     // A Fortran-order (transposed view) value: kernels must not assume row-major storage.
     let w_t = rand_mat(&mut rng, 3, 4).reversed_axes();
     let p = Param::from_array(&cpu, &Array2::zeros((4, 3)));
-    p.set(w_t.clone());
+    p.set(w_t.clone()).unwrap();
     let t = Tape::new(&cpu);
     let wv = t.param(&p);
     let cat = hdgcn::autograd::Var::concat(&[&wv, &wv], Axis::Cols).unwrap();

@@ -246,7 +246,10 @@ fn shape_mismatch_is_an_error_and_updates_nothing() {
     let mut grads = Gradients::default();
     grads.insert(&a, cpu.full(2, 2, 1.0));
     opt.step(std::slice::from_ref(&a), &grads).unwrap();
-    a.set(cpu.full(3, 1, 0.0));
+    // `set` refuses another shape; only a write through `value_mut` can.
+    let err = a.set(cpu.full(3, 1, 0.0)).unwrap_err();
+    assert!(matches!(err, Error::ShapeMismatch { .. }), "{err:?}");
+    *a.value_mut() = cpu.full(3, 1, 0.0);
     let mut grads = Gradients::default();
     grads.insert(&a, cpu.full(3, 1, 1.0));
     let err = opt.step(std::slice::from_ref(&a), &grads).unwrap_err();

@@ -53,7 +53,7 @@ fn cheb_with_theta(
     cfg.bias = false;
     let conv: ChebConv<C> = cfg.build(cpu, &mut StdRng::seed_from_u64(0)).unwrap();
     for (lin, &t) in conv.lins.iter().zip(theta) {
-        lin.weight.set(w * t);
+        lin.weight.set(w * t).unwrap();
     }
     conv
 }

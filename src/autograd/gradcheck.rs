@@ -113,10 +113,10 @@ where
             let eval = |delta: f64| -> Result<f64> {
                 let mut v = base.clone();
                 v[[i, j]] += delta;
-                p.set(v);
+                p.set(v)?;
                 let t = Tape::with_seed(&cpu, 7);
                 let r = eval_scalar(f(&t));
-                p.set(base.clone());
+                p.set(base.clone())?;
                 r
             };
             let numeric = (eval(h)? - eval(-h)?) / (2.0 * h);

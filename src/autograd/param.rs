@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ndarray::Array2;
 
 use crate::backend::Backend;
+use crate::error::{Error, Result};
 
 static NEXT_PARAM_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -93,9 +94,23 @@ impl<B: Backend> Param<B> {
         self.backend.download(&self.value.borrow())
     }
 
-    /// Replaces the value (same shape expected; checked by callers that take user input).
-    pub fn set(&self, value: B::Tensor) {
+    /// Replaces the value with one of the same shape.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`] if `value`'s shape differs from the
+    /// parameter's; the parameter is then unchanged.
+    pub fn set(&self, value: B::Tensor) -> Result<()> {
+        let want = self.shape();
+        let got = self.backend.shape(&value);
+        if got != want {
+            return Err(Error::shape(
+                "Param::set",
+                format!("({}, {})", want.0, want.1),
+                format!("({}, {})", got.0, got.1),
+            ));
+        }
         *self.value.borrow_mut() = Rc::new(value);
+        Ok(())
     }
 }
 

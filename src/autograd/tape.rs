@@ -4,6 +4,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use super::custom::CustomOpRef;
 use super::param::{Gradients, Param, ParamId};
 use super::var::Var;
 use crate::backend::{Axis, Backend, BinaryOp, SegmentReduce, UnaryOp, add_into_slot};
@@ -69,6 +70,11 @@ pub(crate) enum Op<B: Backend> {
     Nll { logp: usize, target: B::Index },
     /// Mean binary cross-entropy with logits against constant targets.
     Bce { z: usize, y: B::Tensor },
+    /// An op defined outside the crate, with its own backward.
+    Custom {
+        op: CustomOpRef<B>,
+        inputs: Vec<usize>,
+    },
 }
 
 pub(crate) struct Node<B: Backend> {
@@ -461,6 +467,30 @@ impl<B: Backend> Tape<B> {
                 }
                 Op::Bce { z, y } => {
                     acc(*z, b.bce_with_logits_grad(val(*z), y, &g), &mut grads);
+                }
+                Op::Custom { op, inputs } => {
+                    let name = op.0.name();
+                    let ins: Vec<&B::Tensor> = inputs.iter().map(|&k| val(k)).collect();
+                    let gs = op.0.backward(b, &ins, &node.value, &g)?;
+                    if gs.len() != inputs.len() {
+                        return Err(Error::Autograd(format!(
+                            "custom op {name}: backward returned {} gradients for {} inputs",
+                            gs.len(),
+                            inputs.len()
+                        )));
+                    }
+                    for (pos, (&k, gk)) in inputs.iter().zip(gs).enumerate() {
+                        let Some(gk) = gk else { continue };
+                        let (want, got) = (b.shape(val(k)), b.shape(&gk));
+                        if want != got {
+                            return Err(Error::Autograd(format!(
+                                "custom op {name}: gradient for input {pos} is {} x {}, \
+                                 the input is {} x {}",
+                                got.0, got.1, want.0, want.1
+                            )));
+                        }
+                        acc(k, gk, &mut grads);
+                    }
                 }
             }
         }

@@ -5,6 +5,7 @@ use std::rc::Rc;
 use ndarray::Array2;
 
 use super::Segments;
+use super::custom::{CustomOp, CustomOpRef};
 use super::param::Gradients;
 use super::sparse::SparseMatrix;
 use super::tape::{Op, Tape};
@@ -193,6 +194,38 @@ impl<B: Backend> Var<B> {
             },
             v,
             &[x],
+        ))
+    }
+
+    // ----- ops from outside -------------------------------------------------
+
+    /// Applies an op defined outside the crate ([`CustomOp`]) to `inputs`:
+    /// runs its forward now and records it, so that [`Var::backward`] runs
+    /// its backward. See [`CustomOp`] for an example.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for no inputs, [`Error::Autograd`] for
+    /// inputs on different tapes, and any error of the op's forward.
+    pub fn apply_custom(op: Rc<dyn CustomOp<B>>, inputs: &[&Var<B>]) -> Result<Var<B>> {
+        let Some(first) = inputs.first() else {
+            return Err(Error::InvalidConfig(format!(
+                "custom op {} applied to no inputs",
+                op.name()
+            )));
+        };
+        for v in &inputs[1..] {
+            first.same_tape(v, "apply_custom")?;
+        }
+        let values: Vec<&B::Tensor> = inputs.iter().map(|v| v.value()).collect();
+        let out = op.forward(first.backend(), &values)?;
+        let ids = inputs.iter().map(|v| v.id()).collect();
+        Ok(first.rec(
+            Op::Custom {
+                op: CustomOpRef(op),
+                inputs: ids,
+            },
+            out,
+            inputs,
         ))
     }
 

@@ -7,8 +7,8 @@ use crate::autograd::{Param, Var};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 
-/// `y = x W + b` with `W: in x out` (the transpose of PyTorch's storage)
-/// and `b: 1 x out`. Initialised like `torch.nn.Linear` by [`Linear::new`]
+/// `y = x W + b` with `W: in x out` (the transpose of PyTorch's storage,
+/// reported as [`TorchLayout::Transposed`](super::TorchLayout)) and `b: 1 x out`. Initialised like `torch.nn.Linear` by [`Linear::new`]
 /// or with Glorot weights and zero bias (PyG) by [`Linear::glorot`].
 #[derive(Debug, Clone)]
 pub struct Linear<B: Backend> {
@@ -103,7 +103,7 @@ pub(crate) fn check_dims(d_in: usize, d_out: usize) -> Result<()> {
 
 impl<B: Backend> Module<B> for Linear<B> {
     fn visit_params(&self, v: &mut ParamVisitor<'_, B>) {
-        v.param("weight", &self.weight);
+        v.param_transposed("weight", &self.weight);
         if let Some(b) = &self.bias {
             v.param("bias", b);
         }

@@ -22,6 +22,6 @@ pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub(crate) use linear::check_dims;
 pub use mlp::Mlp;
-pub use module::{Module, ParamVisitor};
+pub use module::{Module, ParamVisitor, TorchLayout};
 pub use positional_encoding::PositionalEncoding;
 pub use subword::{SubwordConfig, SubwordEmbedding};

@@ -3,11 +3,29 @@
 use crate::autograd::Param;
 use crate::backend::Backend;
 
+/// How a parameter is stored here relative to PyTorch's layout of the same
+/// tensor (used by
+/// [`load_pytorch_state_dict`](crate::checkpoint::load_pytorch_state_dict)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TorchLayout {
+    /// As in PyTorch; a 1-D PyTorch tensor of length `n` (a bias) is a
+    /// `1 x n` row here.
+    Same,
+    /// The transpose of PyTorch's: a [`Linear`](crate::nn::Linear) weight
+    /// is `in x out` here and `[out, in]` in `torch.nn.Linear` / PyG.
+    Transposed,
+}
+
+enum Sink<'a, B: Backend> {
+    Plain(&'a mut dyn FnMut(&str, &Param<B>)),
+    WithLayout(&'a mut dyn FnMut(&str, &Param<B>, TorchLayout)),
+}
+
 /// Walks a module tree's parameters with stable, PyG-like dotted names
 /// (`conv1.lins.0.weight`).
 pub struct ParamVisitor<'a, B: Backend> {
     prefix: Vec<String>,
-    f: &'a mut dyn FnMut(&str, &Param<B>),
+    f: Sink<'a, B>,
 }
 
 impl<'a, B: Backend> ParamVisitor<'a, B> {
@@ -15,17 +33,42 @@ impl<'a, B: Backend> ParamVisitor<'a, B> {
     pub fn new(f: &'a mut dyn FnMut(&str, &Param<B>)) -> Self {
         ParamVisitor {
             prefix: Vec::new(),
-            f,
+            f: Sink::Plain(f),
         }
     }
 
-    /// Reports a parameter under `name` (relative to the current prefix).
+    /// A visitor calling `f(name, param, layout)` for every parameter, with
+    /// how it is laid out relative to PyTorch.
+    pub fn with_layout(f: &'a mut dyn FnMut(&str, &Param<B>, TorchLayout)) -> Self {
+        ParamVisitor {
+            prefix: Vec::new(),
+            f: Sink::WithLayout(f),
+        }
+    }
+
+    /// Reports a parameter under `name` (relative to the current prefix),
+    /// stored as PyTorch stores it ([`TorchLayout::Same`]).
     pub fn param(&mut self, name: &str, p: &Param<B>) {
-        if self.prefix.is_empty() {
-            (self.f)(name, p);
+        self.report(name, p, TorchLayout::Same);
+    }
+
+    /// Reports a parameter stored as the transpose of PyTorch's layout
+    /// ([`TorchLayout::Transposed`], e.g. a `Linear` weight, `in x out`).
+    pub fn param_transposed(&mut self, name: &str, p: &Param<B>) {
+        self.report(name, p, TorchLayout::Transposed);
+    }
+
+    fn report(&mut self, name: &str, p: &Param<B>, layout: TorchLayout) {
+        let full;
+        let name = if self.prefix.is_empty() {
+            name
         } else {
-            let full = format!("{}.{}", self.prefix.join("."), name);
-            (self.f)(&full, p);
+            full = format!("{}.{}", self.prefix.join("."), name);
+            &full
+        };
+        match &mut self.f {
+            Sink::Plain(f) => f(name, p),
+            Sink::WithLayout(f) => f(name, p, layout),
         }
     }
 
@@ -56,6 +99,17 @@ pub trait Module<B: Backend> {
         let mut out = Vec::new();
         let mut f = |name: &str, p: &Param<B>| out.push((name.to_string(), p.clone()));
         let mut v = ParamVisitor::new(&mut f);
+        self.visit_params(&mut v);
+        out
+    }
+
+    /// All parameters with their full names and their layout relative to
+    /// PyTorch's, in visiting order.
+    fn named_params_with_layout(&self) -> Vec<(String, Param<B>, TorchLayout)> {
+        let mut out = Vec::new();
+        let mut f =
+            |name: &str, p: &Param<B>, l: TorchLayout| out.push((name.to_string(), p.clone(), l));
+        let mut v = ParamVisitor::with_layout(&mut f);
         self.visit_params(&mut v);
         out
     }

@@ -37,7 +37,7 @@ use crate::error::{Error, Result};
 /// let cpu = Cpu::<f64>::new();
 /// let w = Param::from_array(&cpu, &array![[0.0, 4.0]]);
 /// let mut ema = ExponentialMovingAverage::new(&[w.clone()], 0.75)?;
-/// w.set(cpu.upload(array![[4.0, 0.0]].view())); // "an optimiser step"
+/// w.set(cpu.upload(array![[4.0, 0.0]].view()))?; // "an optimiser step"
 /// ema.update(&[w.clone()])?;
 /// assert_eq!(ema.averages()[0], array![[1.0, 3.0]]); // 0.75·old + 0.25·new
 ///
@@ -197,7 +197,7 @@ impl<B: Backend> ExponentialMovingAverage<B> {
     pub fn copy_to(&self, params: &[Param<B>]) -> Result<()> {
         self.check(params)?;
         for (p, a) in params.iter().zip(&self.averages) {
-            p.set(a.clone());
+            p.set(a.clone())?;
         }
         Ok(())
     }

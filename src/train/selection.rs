@@ -135,7 +135,9 @@ impl<E: Clone> Selection<E> {
     }
 
     /// Sets `params` to the selected epoch's values and says which epoch
-    /// that was; [`Error::Empty`] if no epoch was validated.
+    /// that was; [`Error::Empty`] if no epoch was validated,
+    /// [`Error::ShapeMismatch`] (and nothing assigned) if a parameter's
+    /// shape differs from the saved value's.
     pub fn restore<B: Backend<Elem = E>>(
         self,
         backend: &B,
@@ -144,8 +146,19 @@ impl<E: Clone> Selection<E> {
         let (selected, values) = self
             .best
             .ok_or_else(|| Error::Empty("no epoch was validated".into()))?;
+        // Every shape is checked before anything is assigned.
         for (p, v) in params.iter().zip(&values) {
-            p.set(backend.upload(v.view()));
+            let (want, got) = (p.shape(), v.dim());
+            if want != got {
+                return Err(Error::shape(
+                    "restoring the selected parameters",
+                    format!("({}, {})", want.0, want.1),
+                    format!("({}, {})", got.0, got.1),
+                ));
+            }
+        }
+        for (p, v) in params.iter().zip(&values) {
+            p.set(backend.upload(v.view()))?;
         }
         Ok(selected)
     }
@@ -175,7 +188,7 @@ mod tests {
             (4.0, 0.7, 0.85),
         ];
         for (epoch, &(v, acc, loss)) in epochs.iter().enumerate() {
-            p.set(cpu.upload(array![[v]].view()));
+            p.set(cpu.upload(array![[v]].view())).unwrap();
             let got = sel
                 .validate(epoch, &params, None, || Ok((acc, loss)))
                 .unwrap();
@@ -183,7 +196,7 @@ mod tests {
         }
         // Epoch 2 ties epoch 1 on accuracy with a lower loss; epoch 3 is worse.
         assert!(!sel.should_stop(), "one epoch since the best, patience 2");
-        p.set(cpu.upload(array![[5.0]].view()));
+        p.set(cpu.upload(array![[5.0]].view())).unwrap();
         sel.validate(4, &params, None, || Ok((0.6, 0.5))).unwrap();
         assert!(sel.should_stop(), "two epochs since the best");
         let s = sel.restore(&cpu, &params).unwrap();
@@ -215,12 +228,12 @@ mod tests {
             (5.0, 1.0, f64::NAN),
         ];
         for (epoch, &(v, acc, loss)) in epochs.iter().enumerate() {
-            p.set(cpu.upload(array![[v]].view()));
+            p.set(cpu.upload(array![[v]].view())).unwrap();
             sel.validate(epoch, &params, None, || Ok((acc, loss)))
                 .unwrap();
         }
         assert!(!sel.should_stop(), "one epoch since the best, patience 2");
-        p.set(cpu.upload(array![[6.0]].view()));
+        p.set(cpu.upload(array![[6.0]].view())).unwrap();
         // A higher accuracy at a higher loss is not better by loss.
         sel.validate(5, &params, None, || Ok((1.0, 0.8))).unwrap();
         assert!(sel.should_stop(), "two epochs since the best");
@@ -250,7 +263,7 @@ mod tests {
         let p = param(&cpu, 0.0);
         let params = [p.clone()];
         let mut ema = ExponentialMovingAverage::new(&params, 0.5).unwrap();
-        p.set(cpu.upload(array![[2.0]].view()));
+        p.set(cpu.upload(array![[2.0]].view())).unwrap();
         ema.update(&params).unwrap(); // average 1.0
         let mut sel = Selection::new(None, SelectBy::Accuracy);
         let seen = std::cell::Cell::new(f64::NAN);

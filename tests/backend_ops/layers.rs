@@ -57,7 +57,8 @@ fn copy_params<B: Backend, M: Module<B> + ?Sized, R: Module<Cpu<f64>> + ?Sized>(
     let r = reference();
     for ((name, p), (name64, q)) in src.iter().zip(&dst) {
         assert_eq!(name, name64);
-        q.set(r.upload(to_f64(p.backend(), &p.value()).view()));
+        q.set(r.upload(to_f64(p.backend(), &p.value()).view()))
+            .unwrap();
     }
 }
 
