@@ -322,6 +322,28 @@ pub fn load_checkpoint_bytes<B: Backend, M: Module<B> + ?Sized>(
     load_params(unique_params(model)?, bytes, Path::new(name))
 }
 
+/// The names `expected` lacks in `in_file` ("missing {noun} NAME") and those
+/// `in_file` has beyond `expected` ("unexpected {noun} NAME"), in order.
+fn name_differences<'a>(
+    expected: impl Iterator<Item = &'a String> + Clone,
+    in_file: &BTreeSet<&str>,
+    noun: &str,
+) -> Vec<String> {
+    let mut out: Vec<String> = expected
+        .clone()
+        .filter(|name| !in_file.contains(name.as_str()))
+        .map(|name| format!("missing {noun} {name}"))
+        .collect();
+    let known: BTreeSet<&str> = expected.map(String::as_str).collect();
+    out.extend(
+        in_file
+            .iter()
+            .filter(|name| !known.contains(**name))
+            .map(|name| format!("unexpected {noun} {name}")),
+    );
+    out
+}
+
 fn load_params<B: Backend>(
     params: BTreeMap<String, Param<B>>,
     bytes: &[u8],
@@ -332,17 +354,7 @@ fn load_params<B: Backend>(
     let st = SafeTensors::deserialize(bytes).map_err(|e| Error::format(&shown, e.to_string()))?;
 
     let in_file: BTreeSet<&str> = st.names().into_iter().collect();
-    let mut differences = Vec::new();
-    for name in params.keys() {
-        if !in_file.contains(name.as_str()) {
-            differences.push(format!("missing parameter {name}"));
-        }
-    }
-    for name in &in_file {
-        if !params.contains_key(*name) {
-            differences.push(format!("unexpected parameter {name}"));
-        }
-    }
+    let mut differences = name_differences(params.keys(), &in_file, "parameter");
     let mut staged = Vec::with_capacity(params.len());
     for (name, p) in &params {
         let Ok(view) = st.tensor(name) else { continue };
@@ -489,17 +501,7 @@ fn load_torch_params<B: Backend>(params: LayoutParams<B>, bytes: &[u8], path: &P
     let st = SafeTensors::deserialize(bytes).map_err(|e| Error::format(&shown, e.to_string()))?;
 
     let in_file: BTreeSet<&str> = st.names().into_iter().collect();
-    let mut differences = Vec::new();
-    for name in params.keys() {
-        if !in_file.contains(name.as_str()) {
-            differences.push(format!("missing tensor {name}"));
-        }
-    }
-    for name in &in_file {
-        if !params.contains_key(*name) {
-            differences.push(format!("unexpected tensor {name}"));
-        }
-    }
+    let mut differences = name_differences(params.keys(), &in_file, "tensor");
     let mut staged = Vec::with_capacity(params.len());
     for (name, (p, layout)) in &params {
         let Ok(view) = st.tensor(name) else { continue };
