@@ -124,3 +124,73 @@ pub fn f1_macro(pred: &[usize], target: &[usize], num_classes: usize) -> Result<
     // present >= 1 because the input is non-empty.
     Ok(sum / present as f64)
 }
+
+/// Precision, recall, F1 and support of one class.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClassScores {
+    /// `tp / (tp + fp)`, 0 when the class is never predicted.
+    pub precision: f64,
+    /// `tp / (tp + fn)`, 0 when the class never occurs.
+    pub recall: f64,
+    /// `2 tp / (2 tp + fp + fn)`, 0 when the class neither occurs nor is predicted.
+    pub f1: f64,
+    /// Number of targets of the class (`tp + fn`).
+    pub support: usize,
+}
+
+/// Per-class F1 for classes `0..num_classes`
+/// (`sklearn.metrics.f1_score(average=None, labels=range(num_classes),
+/// zero_division=0)`).
+///
+/// Errors: as [`confusion_matrix`].
+pub fn f1_per_class(pred: &[usize], target: &[usize], num_classes: usize) -> Result<Vec<f64>> {
+    Ok(ClassificationReport::new(pred, target, num_classes)?
+        .per_class
+        .iter()
+        .map(|c| c.f1)
+        .collect())
+}
+
+/// Accuracy, macro-F1 and per-class scores of a classification, from its
+/// confusion matrix (the ABSA metrics of math notes §9).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassificationReport {
+    /// [`accuracy`].
+    pub accuracy: f64,
+    /// [`f1_macro`]: the mean F1 over the classes that occur in the
+    /// targets or the predictions.
+    pub macro_f1: f64,
+    /// Scores of each class `0..num_classes`, in order.
+    pub per_class: Vec<ClassScores>,
+    /// [`confusion_matrix`]: rows are true classes, columns predicted ones.
+    pub confusion: Array2<usize>,
+}
+
+impl ClassificationReport {
+    /// The report of `pred` against `target` over `num_classes` classes.
+    ///
+    /// Errors: as [`confusion_matrix`].
+    pub fn new(pred: &[usize], target: &[usize], num_classes: usize) -> Result<Self> {
+        let confusion = confusion_matrix(pred, target, num_classes)?;
+        let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let per_class = (0..num_classes)
+            .map(|c| {
+                let tp = confusion[[c, c]];
+                let support = confusion.row(c).sum();
+                let predicted = confusion.column(c).sum();
+                ClassScores {
+                    precision: ratio(tp, predicted),
+                    recall: ratio(tp, support),
+                    f1: ratio(2 * tp, support + predicted),
+                    support,
+                }
+            })
+            .collect();
+        Ok(ClassificationReport {
+            accuracy: accuracy(pred, target)?,
+            macro_f1: f1_macro(pred, target, num_classes)?,
+            per_class,
+            confusion,
+        })
+    }
+}

@@ -99,3 +99,54 @@ fn huge_num_classes_does_not_allocate() {
         assert!(e.to_string().contains("too many"), "{n}: {e}");
     }
 }
+
+#[test]
+fn classification_report_matches_a_hand_computed_confusion_matrix() {
+    use hdgcn::metrics::{ClassificationReport, f1_per_class};
+    // Rows = true, columns = predicted:
+    //        n  u  p
+    //   n [  3  1  1 ]   support 5, predicted 4
+    //   u [  1  0  1 ]   support 2, predicted 2
+    //   p [  0  1  4 ]   support 5, predicted 6
+    let mut target = Vec::new();
+    let mut pred = Vec::new();
+    for (t, row) in [[3, 1, 1], [1, 0, 1], [0, 1, 4]].iter().enumerate() {
+        for (p, &k) in row.iter().enumerate() {
+            for _ in 0..k {
+                target.push(t);
+                pred.push(p);
+            }
+        }
+    }
+    let r = ClassificationReport::new(&pred, &target, 3).unwrap();
+    assert_eq!(
+        r.confusion,
+        ndarray::array![[3, 1, 1], [1, 0, 1], [0, 1, 4]]
+    );
+    assert!((r.accuracy - 7.0 / 12.0).abs() < 1e-12);
+    // F1 = 2 tp / (support + predicted): 6/9, 0/4, 8/11.
+    let f1 = [6.0 / 9.0, 0.0, 8.0 / 11.0];
+    let precision = [3.0 / 4.0, 0.0, 4.0 / 6.0];
+    let recall = [3.0 / 5.0, 0.0, 4.0 / 5.0];
+    for c in 0..3 {
+        assert!((r.per_class[c].f1 - f1[c]).abs() < 1e-12, "{c}");
+        assert!(
+            (r.per_class[c].precision - precision[c]).abs() < 1e-12,
+            "{c}"
+        );
+        assert!((r.per_class[c].recall - recall[c]).abs() < 1e-12, "{c}");
+    }
+    assert_eq!(
+        r.per_class.iter().map(|c| c.support).collect::<Vec<_>>(),
+        [5, 2, 5]
+    );
+    let macro_f1 = (6.0 / 9.0 + 8.0 / 11.0) / 3.0;
+    assert!((r.macro_f1 - macro_f1).abs() < 1e-12);
+    assert!((hdgcn::metrics::f1_macro(&pred, &target, 3).unwrap() - macro_f1).abs() < 1e-12);
+    assert_eq!(f1_per_class(&pred, &target, 3).unwrap().len(), 3);
+    // A class that never occurs scores 0 and is left out of the macro mean.
+    let r = ClassificationReport::new(&[0, 2], &[0, 2], 3).unwrap();
+    assert_eq!(r.per_class[1].f1, 0.0);
+    assert_eq!((r.accuracy, r.macro_f1), (1.0, 1.0));
+    assert!(ClassificationReport::new(&[0, 3], &[0, 1], 3).is_err());
+}

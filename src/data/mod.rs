@@ -1,7 +1,9 @@
 //! Dataset loading: Planetoid citation graphs, their public and
 //! full-supervised splits, the safe pickle reader behind them, and the
-//! text_gcn document corpora ([`text`]).
+//! text_gcn document corpora ([`text`]) and the aspect-based sentiment
+//! sets ([`absa`]).
 
+pub mod absa;
 pub mod pickle;
 pub mod planetoid;
 pub mod splits;

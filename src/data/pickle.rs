@@ -1,4 +1,5 @@
-//! A minimal, safe reader for Python 2 pickles (protocols 0–2).
+//! A minimal, safe reader for Python pickles (protocols 0–3; protocol 3
+//! only adds the `bytes` opcodes, which numpy arrays saved from Python 3 use).
 //!
 //! Only the opcodes that numpy / scipy / `collections` pickles use are
 //! supported. Nothing is ever executed: `GLOBAL`, `REDUCE`, `NEWOBJ` and
@@ -312,7 +313,7 @@ impl<'a> Parser<'a> {
                 0x80 => {
                     // PROTO
                     let p = self.u8()?;
-                    if p > 2 {
+                    if p > 3 {
                         return Err(self.err(format!("unsupported pickle protocol {p}")));
                     }
                 }
@@ -1080,6 +1081,45 @@ pub fn decode_int_list_dict(bytes: &[u8], path: &str) -> Result<Vec<(usize, Vec<
             None => {
                 pos.insert(key, out.len());
                 out.push((key, list));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Decodes a pickled `dict` (or `collections.defaultdict`) mapping
+/// non-negative integers to dense `numpy.ndarray`s, in insertion order (a
+/// key that appears twice keeps its last value). ASGCN's `.raw.graph`
+/// files have this shape: sample index -> `n x n` adjacency.
+pub fn decode_int_ndarray_dict(bytes: &[u8], path: &str) -> Result<Vec<(usize, NdArray)>> {
+    let p = Pickle::parse(bytes, path)?;
+    let cx = Ctx { p: &p, path };
+    let pairs: &[(ValueId, ValueId)] = match cx.get(p.root()) {
+        Value::Dict(d) => d,
+        Value::Object {
+            kind: CallKind::Reduce,
+            callable,
+            items,
+            ..
+        } if cx.is_global(*callable, &["collections"], "defaultdict") => items,
+        _ => return Err(cx.err("expected a dict or collections.defaultdict")),
+    };
+    let mut pos: HashMap<usize, usize> = HashMap::new();
+    let mut out: Vec<(usize, NdArray)> = Vec::new();
+    for &(k, v) in pairs {
+        let key = cx.usize(k, "dict key")?;
+        let arr = ndarray_at(&cx, v).map_err(|e| match e {
+            Error::Format { path, reason } => Error::Format {
+                path,
+                reason: format!("value for key {key}: {reason}"),
+            },
+            other => other,
+        })?;
+        match pos.get(&key) {
+            Some(&i) => out[i].1 = arr,
+            None => {
+                pos.insert(key, out.len());
+                out.push((key, arr));
             }
         }
     }
