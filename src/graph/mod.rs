@@ -21,6 +21,7 @@
 //!   a segment inside a [`Batch`]. Operators on it return [`Error::Empty`].
 
 mod batch;
+pub mod generate;
 mod lambda;
 mod ops;
 #[cfg(feature = "lapack")]
