@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::pickle::{binint, nd_frag_protocol3};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -91,43 +93,6 @@ fn real_files_load_with_the_published_counts() {
 // Synthetic files
 // ---------------------------------------------------------------------------
 
-fn global(out: &mut Vec<u8>, module: &str, name: &str) {
-    out.push(b'c');
-    out.extend_from_slice(format!("{module}\n{name}\n").as_bytes());
-}
-fn short_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'U');
-    out.push(s.len() as u8);
-    out.extend_from_slice(s.as_bytes());
-}
-fn binint(out: &mut Vec<u8>, v: i32) {
-    out.push(b'J');
-    out.extend_from_slice(&v.to_le_bytes());
-}
-/// A float32 `numpy.ndarray` as numpy pickles it (raw data as BINBYTES,
-/// protocol 3).
-fn nd_frag(out: &mut Vec<u8>, shape: &[i32], raw: &[u8]) {
-    global(out, "numpy.core.multiarray", "_reconstruct");
-    global(out, "numpy", "ndarray");
-    out.extend_from_slice(b"K\x00\x85");
-    short_str(out, "b");
-    out.extend_from_slice(b"\x87R(K\x01(");
-    for &d in shape {
-        binint(out, d);
-    }
-    out.push(b't');
-    global(out, "numpy", "dtype");
-    short_str(out, "f4");
-    out.extend_from_slice(b"K\x00K\x01\x87R(K\x03");
-    short_str(out, "<");
-    out.extend_from_slice(b"NNN");
-    binint(out, -1);
-    binint(out, -1);
-    out.extend_from_slice(b"K\x00tb\x89B");
-    out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
-    out.extend_from_slice(raw);
-    out.extend_from_slice(b"tb");
-}
 /// `(key, n, undirected edges)` of one adjacency in a graph pickle.
 type GraphSpec = (i32, usize, Vec<(usize, usize)>);
 
@@ -145,7 +110,7 @@ fn graph_pickle(graphs: &[GraphSpec]) -> Vec<u8> {
             m[j * n + i] = 1.0;
         }
         let raw: Vec<u8> = m.iter().flat_map(|x| x.to_le_bytes()).collect();
-        nd_frag(&mut out, &[*n as i32, *n as i32], &raw);
+        nd_frag_protocol3(&mut out, &[*n as i32, *n as i32], "f4", &raw);
     }
     out.extend_from_slice(b"u.");
     out

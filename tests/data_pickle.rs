@@ -1,6 +1,9 @@
 //! The pickle reader: real files, hostile and truncated input, synthetic
 //! pickles (including the CiteSeer padding quirk), fuzz regressions.
 
+mod common;
+
+use common::pickle::*;
 use hdgcn::Error;
 use hdgcn::data::Planetoid;
 use hdgcn::data::pickle::{
@@ -30,105 +33,6 @@ fn all_decoders(b: &[u8]) -> [bool; 5] {
 // ---------------------------------------------------------------------------
 // A tiny pickle writer for synthetic inputs (same layout as the real files).
 // ---------------------------------------------------------------------------
-
-fn global(out: &mut Vec<u8>, module: &str, name: &str) {
-    out.push(b'c');
-    out.extend_from_slice(format!("{module}\n{name}\n").as_bytes());
-}
-fn short_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'U');
-    out.push(s.len() as u8);
-    out.extend_from_slice(s.as_bytes());
-}
-fn binint(out: &mut Vec<u8>, v: i32) {
-    out.push(b'J');
-    out.extend_from_slice(&v.to_le_bytes());
-}
-fn nd_frag(out: &mut Vec<u8>, shape: &[i32], code: &str, order: &str, raw: &[u8]) {
-    global(out, "numpy.core.multiarray", "_reconstruct");
-    global(out, "numpy", "ndarray");
-    out.extend_from_slice(b"K\x00\x85");
-    short_str(out, "b");
-    out.extend_from_slice(b"\x87R(K\x01(");
-    for &d in shape {
-        binint(out, d);
-    }
-    out.push(b't');
-    global(out, "numpy", "dtype");
-    short_str(out, code);
-    out.extend_from_slice(b"K\x00K\x01\x87R(K\x03");
-    short_str(out, order);
-    out.extend_from_slice(b"NNN");
-    binint(out, -1);
-    binint(out, -1);
-    out.extend_from_slice(b"K\x00tb\x89T");
-    out.extend_from_slice(&(raw.len() as i32).to_le_bytes());
-    out.extend_from_slice(raw);
-    out.extend_from_slice(b"tb");
-}
-fn ndarray_pickle(shape: &[i32], code: &str, order: &str, raw: &[u8]) -> Vec<u8> {
-    let mut out = b"\x80\x02".to_vec();
-    nd_frag(&mut out, shape, code, order, raw);
-    out.push(b'.');
-    out
-}
-fn i32s(v: &[i32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-fn f32s(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-fn csr_pickle(shape: (i32, i32), indptr: &[i32], indices: &[i32], data: &[f32]) -> Vec<u8> {
-    let mut out = b"\x80\x02".to_vec();
-    global(&mut out, "scipy.sparse.csr", "csr_matrix");
-    out.extend_from_slice(b")\x81}(");
-    short_str(&mut out, "format");
-    short_str(&mut out, "csr");
-    short_str(&mut out, "_shape");
-    binint(&mut out, shape.0);
-    binint(&mut out, shape.1);
-    out.push(0x86);
-    short_str(&mut out, "indptr");
-    nd_frag(&mut out, &[indptr.len() as i32], "i4", "<", &i32s(indptr));
-    short_str(&mut out, "indices");
-    nd_frag(&mut out, &[indices.len() as i32], "i4", "<", &i32s(indices));
-    short_str(&mut out, "data");
-    nd_frag(&mut out, &[data.len() as i32], "f4", "<", &f32s(data));
-    out.extend_from_slice(b"ub.");
-    out
-}
-fn graph_pickle(g: &[(i32, Vec<i32>)]) -> Vec<u8> {
-    let mut out = b"\x80\x02".to_vec();
-    global(&mut out, "collections", "defaultdict");
-    global(&mut out, "__builtin__", "list");
-    out.extend_from_slice(b"\x85R(");
-    for (k, vs) in g {
-        binint(&mut out, *k);
-        out.extend_from_slice(b"](");
-        for &v in vs {
-            binint(&mut out, v);
-        }
-        out.push(b'e');
-    }
-    out.extend_from_slice(b"u.");
-    out
-}
-fn one_hot(labels: &[Option<usize>], c: usize) -> Vec<u8> {
-    let mut v = vec![0i32; labels.len() * c];
-    for (i, l) in labels.iter().enumerate() {
-        if let Some(l) = l {
-            v[i * c + l] = 1;
-        }
-    }
-    ndarray_pickle(&[labels.len() as i32, c as i32], "i4", "<", &i32s(&v))
-}
-/// CSR with row `r` holding the single entry `(r % cols, r + 1)`.
-fn diag_csr(rows: usize, cols: usize) -> Vec<u8> {
-    let indptr: Vec<i32> = (0..=rows as i32).collect();
-    let indices: Vec<i32> = (0..rows).map(|r| (r % cols) as i32).collect();
-    let data: Vec<f32> = (0..rows).map(|r| r as f32 + 1.0).collect();
-    csr_pickle((rows as i32, cols as i32), &indptr, &indices, &data)
-}
 
 // ---------------------------------------------------------------------------
 
@@ -354,9 +258,9 @@ fn citeseer_padding_quirk() {
     let n_all = 510;
     let all_labels: Vec<Option<usize>> = (0..n_all).map(|i| Some(i % 3)).collect();
     let files = vec![
-        ("x", diag_csr(2, 4)),
+        ("x", diag_csr(2, 4, 4)),
         ("y", one_hot(&all_labels[..2], 3)),
-        ("allx", diag_csr(n_all, 4)),
+        ("allx", diag_csr(n_all, 4, 4)),
         ("ally", one_hot(&all_labels, 3)),
         // tx[0] = (col 0, 100.0), tx[1] = (col 3, 200.0)
         (

@@ -45,6 +45,7 @@ use ndarray::Array2;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+pub mod pickle;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 
