@@ -675,6 +675,20 @@ impl<'p> Ctx<'p> {
         }
     }
 
+    /// The `(key, value)` items of a dict or a `collections.defaultdict`.
+    fn dict_items(&self, id: ValueId) -> Result<&'p [(ValueId, ValueId)]> {
+        match self.get(id) {
+            Value::Dict(d) => Ok(d),
+            Value::Object {
+                kind: CallKind::Reduce,
+                callable,
+                items,
+                ..
+            } if self.is_global(*callable, &["collections"], "defaultdict") => Ok(items),
+            _ => Err(self.err("expected a dict or collections.defaultdict")),
+        }
+    }
+
     fn is_global(&self, id: ValueId, modules: &[&str], name: &str) -> bool {
         matches!(self.global(id), Some((m, n)) if n == name && modules.contains(&m))
     }
@@ -1054,16 +1068,7 @@ pub fn decode_csr(bytes: &[u8], path: &str) -> Result<sprs::CsMat<f32>> {
 pub fn decode_int_list_dict(bytes: &[u8], path: &str) -> Result<Vec<(usize, Vec<usize>)>> {
     let p = Pickle::parse(bytes, path)?;
     let cx = Ctx { p: &p, path };
-    let pairs: &[(ValueId, ValueId)] = match cx.get(p.root()) {
-        Value::Dict(d) => d,
-        Value::Object {
-            kind: CallKind::Reduce,
-            callable,
-            items,
-            ..
-        } if cx.is_global(*callable, &["collections"], "defaultdict") => items,
-        _ => return Err(cx.err("expected a dict or collections.defaultdict")),
-    };
+    let pairs = cx.dict_items(p.root())?;
     let mut pos: HashMap<usize, usize> = HashMap::new();
     let mut out: Vec<(usize, Vec<usize>)> = Vec::new();
     for &(k, v) in pairs {
@@ -1094,16 +1099,7 @@ pub fn decode_int_list_dict(bytes: &[u8], path: &str) -> Result<Vec<(usize, Vec<
 pub fn decode_int_ndarray_dict(bytes: &[u8], path: &str) -> Result<Vec<(usize, NdArray)>> {
     let p = Pickle::parse(bytes, path)?;
     let cx = Ctx { p: &p, path };
-    let pairs: &[(ValueId, ValueId)] = match cx.get(p.root()) {
-        Value::Dict(d) => d,
-        Value::Object {
-            kind: CallKind::Reduce,
-            callable,
-            items,
-            ..
-        } if cx.is_global(*callable, &["collections"], "defaultdict") => items,
-        _ => return Err(cx.err("expected a dict or collections.defaultdict")),
-    };
+    let pairs = cx.dict_items(p.root())?;
     let mut pos: HashMap<usize, usize> = HashMap::new();
     let mut out: Vec<(usize, NdArray)> = Vec::new();
     for &(k, v) in pairs {
