@@ -10,6 +10,7 @@
 
 use crate::backend::Cpu;
 use crate::checkpoint::load_checkpoint_bytes;
+use crate::data::absa::{AbsaSample, aspect_graph, parse_asgcn, parse_dualgcn};
 use crate::data::planetoid::parse_test_index;
 use crate::data::splits::parse_geom_gcn_npz;
 use crate::data::text::{DocSplit, Document, TextCorpus, Vocab, doc_graph, load_glove_from_reader};
@@ -18,7 +19,7 @@ use crate::nn::Linear;
 use rand::SeedableRng;
 
 /// Separates the eight files of a [`planetoid`] input, and the two files
-/// of a [`text_corpus`] input.
+/// of a [`text_corpus`] or an [`absa_asgcn`] input.
 pub const FILE_SEPARATOR: &[u8] = b"\n--hdgcn-fuzz-next-file--\n";
 
 /// A fuzz target's entry function: whether the reader accepted the bytes.
@@ -26,13 +27,15 @@ pub type Entry = fn(&[u8]) -> bool;
 
 /// The names of the fuzz targets, in `fuzz/fuzz_targets/<name>.rs`, with
 /// their entry functions.
-pub const TARGETS: [(&str, Entry); 6] = [
+pub const TARGETS: [(&str, Entry); 8] = [
     ("npz_split", npz_split),
     ("test_index", test_index),
     ("planetoid", planetoid),
     ("text_corpus", text_corpus),
     ("glove", glove),
     ("checkpoint", checkpoint),
+    ("absa_dualgcn", absa_dualgcn),
+    ("absa_asgcn", absa_asgcn),
 ];
 
 /// Splits `data` on [`FILE_SEPARATOR`] into exactly `n` parts (missing ones
@@ -146,6 +149,38 @@ pub fn checkpoint(data: &[u8]) -> bool {
     let f64_ok = Linear::new(&Cpu::<f64>::new(), 3, 2, true, &mut rng)
         .is_ok_and(|m| load_checkpoint_bytes(&m, data, "fuzz.safetensors").is_ok());
     f32_ok || f64_ok
+}
+
+/// Whether every sample of an accepted ABSA file makes a §9 graph (the
+/// readers' promise: a sample they return never points past its tokens).
+fn absa_graphs(samples: &[AbsaSample]) -> bool {
+    samples.iter().all(|s| aspect_graph(s).is_ok())
+}
+
+/// A DualGCN ABSA JSON file (LAP14, REST14); if it loads, every sample's
+/// aspect graph must build.
+pub fn absa_dualgcn(data: &[u8]) -> bool {
+    match parse_dualgcn(data, "fuzz.json") {
+        Ok(samples) => {
+            assert!(absa_graphs(&samples), "a DualGCN sample has no graph");
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// An ASGCN ABSA pair (the `.raw` text and the `.raw.graph` pickle, joined
+/// by [`FILE_SEPARATOR`]); if it loads, every sample's aspect graph must
+/// build.
+pub fn absa_asgcn(data: &[u8]) -> bool {
+    let p = split_files(data, 2);
+    match parse_asgcn(p[0], p[1], "fuzz.raw", "fuzz.raw.graph") {
+        Ok(samples) => {
+            assert!(absa_graphs(&samples), "an ASGCN sample has no graph");
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 #[cfg(test)]

@@ -389,7 +389,31 @@ pub fn check_run_memory(
         ),
         _ => format!("{settings} ({detail})"),
     };
-    hdgcn::limits::check_bytes(what, bytes)
+    hdgcn::limits::check_bytes(&what, bytes)?;
+    if let Some(note) = large_run_note(&what, bytes) {
+        eprintln!("{note}");
+    }
+    Ok(())
+}
+
+/// Runs whose estimate is above this many bytes are announced on stderr
+/// even when they fit the budget (issue 70: a ChebConv of order 1000 took
+/// 2.2 GB "without a word").
+pub const LARGE_RUN_BYTES: u64 = 1 << 30;
+
+/// The note printed for a run estimated above [`LARGE_RUN_BYTES`] that
+/// fits the memory budget: what it needs, the budget, and how to lower it.
+pub fn large_run_note(what: &str, bytes: Option<u64>) -> Option<String> {
+    let bytes = bytes.filter(|&b| b > LARGE_RUN_BYTES)?;
+    let budget = hdgcn::limits::MemoryBudget::current()
+        .map(|b| hdgcn::limits::format_bytes(b.bytes()))
+        .unwrap_or_else(|e| format!("unreadable: {e}"));
+    Some(format!(
+        "note: {what} needs an estimated {} of memory (within the budget of {budget}; \
+         set {}=SIZE to refuse runs above SIZE)",
+        hdgcn::limits::format_bytes(bytes),
+        hdgcn::limits::BUDGET_ENV,
+    ))
 }
 
 /// The flag value of `v` (clap's name for it), as the summaries report it.

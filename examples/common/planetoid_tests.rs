@@ -596,6 +596,28 @@ fn sizes_over_the_memory_budget_are_refused_before_anything_is_allocated() {
 }
 
 #[test]
+fn a_large_run_within_the_budget_is_announced() {
+    use super::common::{LARGE_RUN_BYTES, large_run_note};
+    use hdgcn::limits::MemoryBudget;
+    // Issue 70: ChebConv K = 1000 on Cora took 2.2 GB "without a word".
+    let read = |text: &str| NodeSettings::from_toml_str(text, "t.toml");
+    MemoryBudget::parse("64GiB").unwrap().scope(|| {
+        read("model = \"cheb\"\nk = 1000\n").unwrap();
+        let note = large_run_note("hidden 16, k 1000", Some(2_400 << 20)).unwrap();
+        for part in [
+            "hidden 16, k 1000",
+            "2.3 GiB",
+            "64.0 GiB",
+            "HDGCN_MEMORY_BUDGET",
+        ] {
+            assert!(note.contains(part), "{part:?} not in {note:?}");
+        }
+        assert_eq!(large_run_note("small", Some(LARGE_RUN_BYTES)), None);
+        assert_eq!(large_run_note("unknown", None), None);
+    });
+}
+
+#[test]
 fn an_epoch_budget_of_1e12_trains_and_stops_by_patience() {
     // Issue 70: `Vec::with_capacity(epochs)` aborted on allocation.
     let mut s = NodeSettings::from_toml_str(
