@@ -45,6 +45,85 @@ struct Args {
     /// Hide progress bars.
     #[arg(long)]
     quiet: bool,
+    /// Run every point of a grid and report validation accuracy only
+    /// (`KEY=V1,V2,..`, repeatable; values in order of preference).
+    #[arg(long, value_parser = parse_grid_axis)]
+    grid: Vec<GridAxis>,
+}
+
+/// One axis of a `--grid`: a (possibly dotted) key and its values, in
+/// order of preference.
+#[derive(Debug, Clone)]
+struct GridAxis {
+    key: String,
+    values: Vec<toml::Value>,
+}
+
+/// Parses `KEY=V1,V2,..`; each value is read as a TOML value (a bare word
+/// that is not one is taken as a string).
+fn parse_grid_axis(text: &str) -> Result<GridAxis, String> {
+    let (key, values) = text
+        .split_once('=')
+        .ok_or_else(|| format!("--grid {text:?}: expected KEY=V1,V2,.."))?;
+    let key = key.trim();
+    if key.is_empty() || key.split('.').any(|k| k.trim().is_empty()) {
+        return Err(format!("--grid {text:?}: empty key"));
+    }
+    let values = values
+        .split(',')
+        .map(|v| {
+            let v = v.trim();
+            if v.is_empty() {
+                return Err(format!("--grid {text:?}: empty value"));
+            }
+            let doc: Result<toml::Table, _> = toml::from_str(&format!("v = {v}"));
+            Ok(doc
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(v.to_owned())))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(GridAxis {
+        key: key.to_owned(),
+        values,
+    })
+}
+
+/// Every point of the grid, in order of preference (the first axis
+/// varies slowest).
+fn grid_points(axes: &[GridAxis]) -> Vec<Vec<(String, toml::Value)>> {
+    let mut points = vec![Vec::new()];
+    for axis in axes {
+        points = points
+            .into_iter()
+            .flat_map(|p: Vec<(String, toml::Value)>| {
+                axis.values.iter().map(move |v| {
+                    let mut q = p.clone();
+                    q.push((axis.key.clone(), v.clone()));
+                    q
+                })
+            })
+            .collect();
+    }
+    points
+}
+
+/// `table` with the dotted `key` set to `value` (sub-tables made as needed).
+fn set_dotted(table: &mut toml::Table, key: &str, value: toml::Value) -> hdgcn::Result<()> {
+    let mut parts: Vec<&str> = key.split('.').map(str::trim).collect();
+    let last = parts.pop().expect("split yields one part");
+    let mut t = table;
+    for part in parts {
+        t = t
+            .entry(part)
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            .as_table_mut()
+            .ok_or_else(|| {
+                Error::InvalidConfig(format!("--grid {key}: `{part}` is not a table"))
+            })?;
+    }
+    t.insert(last.to_owned(), value);
+    Ok(())
 }
 
 /// One experiment, read and checked.
@@ -144,6 +223,9 @@ fn main() {
 }
 
 fn run(args: &Args) -> hdgcn::Result<()> {
+    if !args.grid.is_empty() {
+        return run_grid(args);
+    }
     let files = config_files(&args.path)?;
     // Every file is checked before the first run.
     let experiments = files
@@ -154,16 +236,7 @@ fn run(args: &Args) -> hdgcn::Result<()> {
     let data_dir = args.data_dir.as_deref();
     for (file, exp) in files.iter().zip(&experiments) {
         eprintln!("== {}", file.display());
-        let (report, reference) = match exp {
-            Experiment::Node(s) => (
-                run_node(s, &cpu, Device::Cpu, data_dir, args.quiet)?,
-                &s.reference,
-            ),
-            Experiment::Text(s) => (
-                run_text(s, &cpu, Device::Cpu, data_dir, args.quiet)?,
-                &s.reference,
-            ),
-        };
+        let (report, reference) = run_one(exp, &cpu, data_dir, args.quiet)?;
         // With --json, stdout holds only the records (one JSON line each).
         if args.json {
             eprintln!("{}: {}", file.display(), report.line);
@@ -173,6 +246,164 @@ fn run(args: &Args) -> hdgcn::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Runs one experiment: its report and its reference.
+fn run_one<'a>(
+    exp: &'a Experiment,
+    cpu: &Cpu<f32>,
+    data_dir: Option<&Path>,
+    quiet: bool,
+) -> hdgcn::Result<(common::Report, &'a Option<common::Reference>)> {
+    Ok(match exp {
+        Experiment::Node(s) => (
+            run_node(s, cpu, Device::Cpu, data_dir, quiet)?,
+            &s.reference,
+        ),
+        Experiment::Text(s) => (
+            run_text(s, cpu, Device::Cpu, data_dir, quiet)?,
+            &s.reference,
+        ),
+    })
+}
+
+/// `--grid`: every file at every point, validation numbers only.
+fn run_grid(args: &Args) -> hdgcn::Result<()> {
+    let files = config_files(&args.path)?;
+    let points = grid_points(&args.grid);
+    let scratch = std::env::temp_dir().join(format!("hdgcn-grid-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).map_err(|e| Error::Io {
+        path: scratch.clone(),
+        source: e,
+    })?;
+    // Every point of every file is read and checked before the first run.
+    let mut plan = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|e| Error::Io {
+            path: file.clone(),
+            source: e,
+        })?;
+        let base: toml::Table = toml::from_str(&text)
+            .map_err(|e| Error::InvalidConfig(format!("{}: {}", file.display(), e.message())))?;
+        let mut exps = Vec::new();
+        for (i, point) in points.iter().enumerate() {
+            let mut table = base.clone();
+            for (k, v) in point {
+                set_dotted(&mut table, k, v.clone())?;
+            }
+            let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+            let tmp = scratch.join(format!("{stem}.grid-{i}.toml"));
+            let body = toml::to_string(&table).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+            std::fs::write(&tmp, body).map_err(|e| Error::Io {
+                path: tmp.clone(),
+                source: e,
+            })?;
+            let exp = read(&tmp, args.runs).map_err(|e| {
+                Error::InvalidConfig(format!(
+                    "{} at grid point {}: {e}",
+                    file.display(),
+                    show(point)
+                ))
+            })?;
+            exps.push(exp);
+        }
+        plan.push((file, exps));
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    let cpu = Cpu::<f32>::new();
+    for (file, exps) in plan {
+        let mut results = Vec::new();
+        for (point, exp) in points.iter().zip(&exps) {
+            eprintln!("== {} at {}", file.display(), show(point));
+            // Quiet: the runners' per-run lines name test accuracy.
+            let (report, _) = run_one(exp, &cpu, args.data_dir.as_deref(), true)?;
+            let rec = grid_record(file, point, &report.json);
+            eprintln!(
+                "{} at {}: val {:.2} ± {:.2} over {} runs",
+                file.display(),
+                show(point),
+                rec["val_acc_mean"].as_f64().unwrap_or(f64::NAN),
+                rec["val_acc_std"].as_f64().unwrap_or(f64::NAN),
+                rec["runs"]
+            );
+            if args.json {
+                println!("{rec}");
+            }
+            results.push(rec);
+        }
+        let best = choose(&results);
+        let chosen = serde_json::json!({
+            "config": file.display().to_string(),
+            "chosen": results[best]["point"],
+            "val_acc_mean": results[best]["val_acc_mean"],
+            "val_acc_std": results[best]["val_acc_std"],
+            "rule": "highest val_acc_mean; within 0.01 points the values listed first",
+        });
+        eprintln!("{}: chosen {}", file.display(), show(&points[best]));
+        if args.json {
+            println!("{chosen}");
+        }
+    }
+    Ok(())
+}
+
+/// `train.lr = 0.001, dropout = 0.5`.
+fn show(point: &[(String, toml::Value)]) -> String {
+    point
+        .iter()
+        .map(|(k, v)| format!("{k} = {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The record of one grid point: validation numbers and the report with
+/// every test field removed.
+fn grid_record(
+    file: &Path,
+    point: &[(String, toml::Value)],
+    report: &serde_json::Value,
+) -> serde_json::Value {
+    let mut report = report.clone();
+    if let Some(obj) = report.as_object_mut() {
+        obj.retain(|k, _| !k.contains("test"));
+    }
+    let val: Vec<f64> = report["val_accs"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
+        .unwrap_or_default();
+    let point: serde_json::Map<String, serde_json::Value> = point
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default()))
+        .collect();
+    serde_json::json!({
+        "config": file.display().to_string(),
+        "point": point,
+        "runs": report.get("runs").cloned().unwrap_or_default(),
+        "val_acc_mean": report.get("val_acc_mean").cloned().unwrap_or_default(),
+        "val_acc_std": std_dev(&val),
+        "val_accs": val,
+        "report": report,
+    })
+}
+
+/// Population standard deviation (0 for fewer than two values).
+fn std_dev(v: &[f64]) -> f64 {
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let m = v.iter().sum::<f64>() / v.len() as f64;
+    (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt()
+}
+
+/// The index of the chosen point: the highest `val_acc_mean`; the first
+/// listed among those within 0.01 percentage points of it.
+fn choose(results: &[serde_json::Value]) -> usize {
+    let mean = |r: &serde_json::Value| r["val_acc_mean"].as_f64().unwrap_or(f64::NEG_INFINITY);
+    let best = results.iter().map(mean).fold(f64::NEG_INFINITY, f64::max);
+    results
+        .iter()
+        .position(|r| mean(r) >= best - 0.01)
+        .unwrap_or(0)
 }
 
 /// The record of one file: the fields the results tables read, then the
@@ -262,6 +493,7 @@ mod tests {
             data_dir: None,
             json: false,
             quiet: true,
+            grid: Vec::new(),
         })
         .unwrap_err();
         assert!(matches!(err, Error::InvalidConfig(_)), "{err}");
@@ -270,5 +502,47 @@ mod tests {
             config_files(&dir).unwrap_err(),
             Error::MissingFile(_)
         ));
+    }
+
+    #[test]
+    fn a_grid_lists_points_in_order_of_preference() {
+        let axes = [
+            parse_grid_axis("train.lr=1e-5, 1e-3,1e-2").unwrap(),
+            parse_grid_axis("dropout=0.5,0.3").unwrap(),
+        ];
+        let pts = grid_points(&axes);
+        assert_eq!(pts.len(), 6);
+        assert_eq!(show(&pts[0]), "train.lr = 0.00001, dropout = 0.5");
+        assert_eq!(show(&pts[1]), "train.lr = 0.00001, dropout = 0.3");
+        assert_eq!(show(&pts[5]), "train.lr = 0.01, dropout = 0.3");
+        let words = parse_grid_axis("optimizer=adam,\"sgd\"").unwrap();
+        assert_eq!(words.values, ["adam", "sgd"].map(toml::Value::from));
+        for bad in ["lr", "=1", "lr=", "lr=1,,2", "train..lr=1"] {
+            assert!(parse_grid_axis(bad).is_err(), "{bad}");
+        }
+        let mut t: toml::Table = toml::from_str("dropout = 0.1\n[train]\nlr = 1.0\n").unwrap();
+        set_dotted(&mut t, "train.lr", 0.5.into()).unwrap();
+        set_dotted(&mut t, "train.epochs", 3.into()).unwrap();
+        assert_eq!(t["train"]["lr"].as_float(), Some(0.5));
+        assert_eq!(t["train"]["epochs"].as_integer(), Some(3));
+        assert!(set_dotted(&mut t, "dropout.x", 1.into()).is_err());
+    }
+
+    #[test]
+    fn the_grid_chooses_by_validation_and_hides_the_test_split() {
+        let report = serde_json::json!({
+            "runs": 2, "val_acc_mean": 81.0, "val_accs": [80.0, 82.0],
+            "test_acc_mean": 79.0, "test_accs": [78.0, 80.0], "test_acc_std": 1.0,
+        });
+        let point = vec![("dropout".to_string(), toml::Value::from(0.5))];
+        let rec = grid_record(Path::new("a.toml"), &point, &report);
+        assert!(!rec.to_string().contains("test"), "{rec}");
+        assert_eq!(rec["val_acc_std"].as_f64(), Some(1.0));
+        assert_eq!(rec["point"]["dropout"].as_f64(), Some(0.5));
+        let at = |m: f64| serde_json::json!({ "val_acc_mean": m });
+        // The best, or the first listed within 0.01 points of it.
+        assert_eq!(choose(&[at(80.0), at(81.0), at(80.5)]), 1);
+        assert_eq!(choose(&[at(80.0), at(80.995), at(81.0)]), 1);
+        assert_eq!(choose(&[at(81.0), at(81.0)]), 0);
     }
 }
