@@ -459,9 +459,16 @@ impl<B: Backend> MvcAttn<B> {
         let s_sup = self.mvproj_norm.forward(&s_all)?;
 
         // 2. FCAttn. E_fᵀ[v, m] = z_v · (s_m W_fq W_fkᵀ) / sqrt(d_c), N x M.
-        let qf = s_sup
-            .matmul(&p(&self.fc_q))?
-            .matmul_t(&p(&self.fc_k), false, true)?;
+        // `W_fq W_fkᵀ` (h x h) is formed first where that is the cheaper
+        // order (the same product, associated differently).
+        let qf = if merge_pays(sup_rows, h, cfg.d_c) {
+            let w_qk = p(&self.fc_q).matmul_t(&p(&self.fc_k), false, true)?;
+            s_sup.matmul(&w_qk)?
+        } else {
+            s_sup
+                .matmul(&p(&self.fc_q))?
+                .matmul_t(&p(&self.fc_k), false, true)?
+        };
         // Node states as they enter the scores (values use `z` itself).
         let z_score = match &self.score_norm {
             Some(sn) => sn.nodes.forward(z)?,
@@ -476,16 +483,31 @@ impl<B: Backend> MvcAttn<B> {
         };
         let af_d = self.dropout.forward(&af)?;
         // Ŝ = (A_f Z) W_fv.
-        let s_hat = af_d.segment_weighted_sum(z, seg)?.matmul(&p(&self.fc_v))?;
+        let pooled = af_d.segment_weighted_sum(z, seg)?;
 
-        // 3. BCAttn. E_b[v, m] = z_v · (ŝ_m W_bq W_bkᵀ) / sqrt(d_a), N x M.
-        let s_hat_score = match &self.score_norm {
-            Some(sn) => sn.supernodes.forward(&s_hat)?,
-            None => s_hat.clone(),
+        // 3. BCAttn. E_b[v, m] = z_v · (ŝ_m W_bq W_bkᵀ) / sqrt(d_a), N x M,
+        // and the values Ŝ W_bv. Without score normalisation both are
+        // `A_f Z` times an h x h product of the weights (`W_fv W_bq W_bkᵀ`,
+        // `W_fv W_bv`), formed first: two products over the supernodes
+        // instead of four.
+        let (qb, vb) = match &self.score_norm {
+            None => {
+                let w_fv = p(&self.fc_v);
+                let w_q = w_fv.matmul(&p(&self.bc_q))?;
+                let w_qk = w_q.matmul_t(&p(&self.bc_k), false, true)?;
+                let w_v = w_fv.matmul(&p(&self.bc_v))?;
+                (pooled.matmul(&w_qk)?, pooled.matmul(&w_v)?)
+            }
+            Some(sn) => {
+                let s_hat = pooled.matmul(&p(&self.fc_v))?;
+                let qb = sn
+                    .supernodes
+                    .forward(&s_hat)?
+                    .matmul(&p(&self.bc_q))?
+                    .matmul_t(&p(&self.bc_k), false, true)?;
+                (qb, s_hat.matmul(&p(&self.bc_v))?)
+            }
         };
-        let qb = s_hat_score
-            .matmul(&p(&self.bc_q))?
-            .matmul_t(&p(&self.bc_k), false, true)?;
         let eb = z_score
             .segment_scores(&qb, seg, m)?
             .scale(1.0 / (cfg.d_a as f64).sqrt());
@@ -495,10 +517,16 @@ impl<B: Backend> MvcAttn<B> {
         };
         let ab_d = self.dropout.forward(&ab)?;
         // Z' = A_b (Ŝ W_bv).
-        let vb = s_hat.matmul(&p(&self.bc_v))?;
         let out = ab_d.segment_mix(&vb, seg)?;
         Ok((out, af, ab))
     }
+}
+
+/// Whether `S (W_q W_kᵀ)` (`W_q`, `W_k`: `h x d`) costs fewer multiplies
+/// than `(S W_q) W_kᵀ` for `rows` rows of `S`.
+fn merge_pays(rows: usize, h: usize, d: usize) -> bool {
+    let (r, h, d) = (rows as u128, h as u128, d as u128);
+    r * h * h + h * h * d < 2 * r * h * d
 }
 
 impl<B: Backend> Module<B> for MvcAttn<B> {
