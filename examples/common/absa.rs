@@ -96,7 +96,7 @@ pub struct AbsaSettings {
     /// lap14 | rest14 | rest15 | rest16.
     pub dataset: String,
     /// hdgcn | hdgcn-static | gcn.
-    #[serde(with = "by_value_enum")]
+    #[serde(with = "super::text::by_value_enum")]
     pub model: AbsaModel,
     /// Chebyshev order K of the hdgcn models (even; default 6; not used by gcn).
     pub k: Option<usize>,
@@ -124,7 +124,7 @@ pub struct AbsaSettings {
     /// Standard deviation of embeddings trained from scratch.
     pub embed_init_std: f64,
     /// gated | aspect-mean.
-    #[serde(with = "by_value_enum")]
+    #[serde(with = "super::text::by_value_enum")]
     pub readout: AbsaReadout,
     /// Minimum count of a word in the training samples to enter the vocabulary.
     pub min_count: usize,
@@ -179,28 +179,6 @@ impl Default for AbsaSettings {
             reference: None,
             train: default_absa_train(),
         }
-    }
-}
-
-/// serde for the clap `ValueEnum`s of the settings, by their names.
-mod by_value_enum {
-    use clap::ValueEnum;
-
-    pub fn serialize<T: ValueEnum, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::flag_name(v))
-    }
-
-    pub fn deserialize<'de, T: ValueEnum, D: serde::Deserializer<'de>>(
-        d: D,
-    ) -> Result<T, D::Error> {
-        let name = <String as serde::Deserialize>::deserialize(d)?;
-        T::from_str(&name, true).map_err(|_| {
-            let names: Vec<String> = T::value_variants().iter().map(super::flag_name).collect();
-            serde::de::Error::custom(format!(
-                "unknown value {name:?} (expected {})",
-                names.join(" | ")
-            ))
-        })
     }
 }
 

@@ -249,6 +249,7 @@ fn a_bad_config_fails_naming_the_file_and_the_key() {
         ("gcn_k.toml", "model = \"gcn\"\nk = 2\n", "k"),
         ("split.toml", "split = 1.0\n", "split"),
         ("seed.toml", "[train]\nseed = 3\n", "train.seed"),
+        ("huge.toml", "hidden = 100000000\n", "hidden 100000000"),
     ] {
         let path = write_config(&root, name, body);
         let err = parse(&["--config", path.to_str().unwrap()])
