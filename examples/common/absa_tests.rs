@@ -92,7 +92,12 @@ const CONTRACT_FIELDS: [&str; 9] = [
 fn the_json_summary_has_the_contract_fields_and_averages_the_runs() {
     let root = scratch("absa-json");
     write_lap14(&root);
-    for readout in ["gated", "aspect-mean"] {
+    for (model, readout) in [
+        ("hdgcn", "gated"),
+        ("hdgcn", "aspect-mean"),
+        ("hdgcn-static", "gated"),
+        ("gcn", "aspect-mean"),
+    ] {
         let config = write_config(
             &root,
             "small.toml",
@@ -101,6 +106,8 @@ fn the_json_summary_has_the_contract_fields_and_averages_the_runs() {
         let args = parse(&[
             "--config",
             config.to_str().unwrap(),
+            "--model",
+            model,
             "--runs",
             "2",
             "--seed",
@@ -114,11 +121,12 @@ fn the_json_summary_has_the_contract_fields_and_averages_the_runs() {
         for f in CONTRACT_FIELDS {
             assert!(
                 j.get(f).is_some_and(|v| !v.is_null()),
-                "{readout}: {f} in {j}"
+                "{model} {readout}: {f} in {j}"
             );
         }
         assert_eq!(j["dataset"], "lap14");
-        assert_eq!(j["model"], "hdgcn");
+        assert_eq!(j["model"], model);
+        assert_eq!(j["k"].as_u64(), (model != "gcn").then_some(2));
         assert_eq!(j["runs"], 2);
         assert_eq!(j["seed"], 3);
         assert_eq!(j["readout"], readout);
