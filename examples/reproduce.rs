@@ -7,8 +7,8 @@
 //! cargo run --release --example results_table -- records.jsonl
 //! ```
 //!
-//! A file names its runner (`runner = "planetoid"` or
-//! `runner = "text_classification"`); its other keys are that runner's
+//! A file names its runner (`runner = "planetoid"`,
+//! `runner = "text_classification"` or `runner = "absa"`); its other keys are that runner's
 //! settings, exactly as its `--config FILE` reads them, and an optional
 //! `[reference]` table (`accuracy`, `source`) holds the published number
 //! the run is compared with. Every file is read and checked before the
@@ -22,6 +22,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
+use common::absa::{AbsaSettings, run_absa};
 use common::node::{NodeSettings, run_node};
 use common::text::{TextSettings, run_text};
 use hdgcn::Error;
@@ -130,6 +131,7 @@ fn set_dotted(table: &mut toml::Table, key: &str, value: toml::Value) -> hdgcn::
 enum Experiment {
     Node(Box<NodeSettings>),
     Text(Box<TextSettings>),
+    Absa(Box<AbsaSettings>),
 }
 
 /// Every `*.toml` file at `path` (a file, or a folder searched
@@ -190,16 +192,17 @@ fn read(path: &Path, runs: Option<usize>) -> hdgcn::Result<Experiment> {
         Some("text_classification") => {
             Experiment::Text(Box::new(TextSettings::from_toml_file(path)?))
         }
+        Some("absa") => Experiment::Absa(Box::new(AbsaSettings::from_toml_file(path)?)),
         Some(other) => {
             return Err(Error::InvalidConfig(format!(
-                "{}: key `runner`: unknown runner {other:?} (planetoid | text_classification)",
+                "{}: key `runner`: unknown runner {other:?} (planetoid | text_classification | absa)",
                 path.display()
             )));
         }
         None => {
             return Err(Error::InvalidConfig(format!(
                 "{}: key `runner` is missing: say which runner the file is for \
-                 (planetoid | text_classification)",
+                 (planetoid | text_classification | absa)",
                 path.display()
             )));
         }
@@ -208,6 +211,7 @@ fn read(path: &Path, runs: Option<usize>) -> hdgcn::Result<Experiment> {
         match &mut exp {
             Experiment::Node(s) => s.runs = n,
             Experiment::Text(s) => s.runs = n,
+            Experiment::Absa(s) => s.runs = n,
         }
     }
     Ok(exp)
@@ -262,6 +266,10 @@ fn run_one<'a>(
         ),
         Experiment::Text(s) => (
             run_text(s, cpu, Device::Cpu, data_dir, quiet)?,
+            &s.reference,
+        ),
+        Experiment::Absa(s) => (
+            run_absa(s, cpu, Device::Cpu, data_dir, quiet)?,
             &s.reference,
         ),
     })
@@ -424,6 +432,7 @@ fn record(
         "test_acc_mean": field("test_acc_mean"),
         "test_acc_std": field("test_acc_std"),
         "val_acc_mean": field("val_acc_mean"),
+        "test_f1_mean": field("test_f1_mean"),
         "test_accs": field("test_accs"),
         "val_accs": field("val_accs"),
         "reference": reference,
@@ -446,6 +455,36 @@ mod tests {
         for f in &files {
             read(f, None).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         }
+        assert!(
+            files
+                .iter()
+                .any(|f| f.ends_with("paper/absa-lap14-hdgcn.toml"))
+        );
+    }
+
+    /// Every row of configs/paper has both variants, and the two files
+    /// differ only in `model` and `[reference]` (whatever their runner).
+    #[test]
+    fn the_two_variants_of_every_paper_row_share_every_setting_but_model() {
+        let dir = configs_dir().join("paper");
+        let table = |p: &Path| -> toml::Table {
+            let mut t: toml::Table = toml::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+            t.remove("model");
+            t.remove("reference");
+            t
+        };
+        let mut rows = 0;
+        for f in config_files(&dir).unwrap() {
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            if let Some(row) = name.strip_suffix("-hdgcn.toml") {
+                let static_file = dir.join(format!("{row}-hdgcn-static.toml"));
+                assert!(static_file.exists(), "{name} has no static variant");
+                assert_eq!(table(&f), table(&static_file), "{name}");
+                rows += 1;
+            }
+        }
+        // Table 1 (4 corpora), Table 3 (3 sets), Table 5 (3 graphs).
+        assert_eq!(rows, 10);
     }
 
     #[test]

@@ -43,6 +43,10 @@ struct Record {
     test_acc_mean: f64,
     test_acc_std: f64,
     val_acc_mean: f64,
+    /// Mean test macro-F1 in percent (the absa runner's; absent or null
+    /// for the others).
+    #[serde(default)]
+    test_f1_mean: Option<f64>,
     reference: Option<Reference>,
 }
 
@@ -108,8 +112,12 @@ fn tables(records: &BTreeMap<String, Record>) -> String {
                 || "–".to_string(),
                 |p| format!("{:.2} ({})", p.accuracy, p.source),
             );
+            // Macro-F1 beside the accuracy where the runner reports it (ABSA).
+            let f1 = r
+                .test_f1_mean
+                .map_or_else(String::new, |f| format!(" (macro-F1 {f:.2})"));
             out.push_str(&format!(
-                "| [`{name}`](../{}) | {} | {} | {published} | {:.2} ± {:.2} | {:.2} | {} | `{}` |\n",
+                "| [`{name}`](../{}) | {} | {} | {published} | {:.2} ± {:.2}{f1} | {:.2} | {} | `{}` |\n",
                 r.config,
                 r.dataset,
                 r.model,
@@ -154,6 +162,7 @@ mod tests {
             test_acc_mean: acc,
             test_acc_std: 0.5,
             val_acc_mean: 79.0,
+            test_f1_mean: None,
             reference: Some(Reference {
                 accuracy: 81.5,
                 source: "Kipf & Welling 2017".into(),
@@ -175,6 +184,24 @@ mod tests {
         assert_eq!(t.matches("### ").count(), 2);
         assert!(t.contains("| 81.50 (Kipf & Welling 2017) | 81.23 ± 0.50 | 79.00 | 10 |"));
         assert!(t.contains("[`cora-cheb.toml`](../configs/planetoid/cora-cheb.toml)"));
+    }
+
+    #[test]
+    fn an_absa_record_shows_its_macro_f1_beside_the_accuracy() {
+        let line = r#"{"config": "configs/paper/absa-lap14-hdgcn.toml", "command": "c",
+            "dataset": "lap14", "model": "hdgcn", "runs": 5, "test_acc_mean": 70.126,
+            "test_acc_std": 1.0, "val_acc_mean": 71.0, "test_f1_mean": 64.5,
+            "reference": {"accuracy": 76.8, "source": "HDGCN (GloVe)"}}"#;
+        let r: Record = serde_json::from_str(line).unwrap();
+        let mut m = BTreeMap::new();
+        m.insert(r.config.clone(), r);
+        assert!(tables(&m).contains("| 70.13 ± 1.00 (macro-F1 64.50) | 71.00 | 5 |"));
+        // A record of another runner has no F1 (null or absent).
+        let other: Record = serde_json::from_str(
+            &line.replace("\"test_f1_mean\": 64.5,", "\"test_f1_mean\": null,"),
+        )
+        .unwrap();
+        assert_eq!(other.test_f1_mean, None);
     }
 
     #[test]

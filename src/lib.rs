@@ -18,7 +18,7 @@
 //! | [`attention`] | [`attention::MvcAttn`]: multi-vote cross-attention with per-graph supernodes |
 //! | [`conv`] | the [`conv::GraphConv`] trait, [`conv::DeviceGraph`], convolutions |
 //! | [`models`] | ready-made models ([`models::NodeClassifier`], [`models::GraphClassifier`]) |
-//! | [`readout`] | graph-level pooling ([`readout::Readout`]: sum, mean, max, gated, attention) |
+//! | [`readout`] | graph-level pooling ([`readout::Readout`]: sum, mean, max, gated, attention; over all nodes or a [`readout::NodeSet`]) |
 //! | [`optim`] | SGD, Adam, AdamW, AdaBelief, clipping, schedules |
 //! | [`train`] | the generic training loop ([`train::Trainer`] over [`train::TrainStep`]), node and graph classification |
 //! | [`data`], [`metrics`] | datasets and splits, metrics |

@@ -1281,3 +1281,122 @@ fn subword_input_generalises_to_words_never_trained_on() {
         "{err:?}"
     );
 }
+
+/// A classifier whose readout pools chosen nodes (`GraphSample::readout_nodes`,
+/// the ABSA aspect mean): the batch's rows are each graph's alone, the
+/// loss passes a gradient check through the node set, and node sets
+/// survive subgraphs and node dropout.
+#[test]
+fn readout_nodes_batch_like_graphs_alone_and_gradients_check() {
+    use hdgcn::readout::NodeSet;
+    use hdgcn::train::GraphBatch;
+    let cpu = Cpu::<f64>::new();
+    let mut rng = StdRng::seed_from_u64(21);
+    let input = InputLayer::Linear(Linear::new(&cpu, 2, 3, true, &mut rng).unwrap());
+    let convs: Vec<Box<dyn GraphConv<Cpu<f64>>>> =
+        vec![Box::new(GcnConv::new(&cpu, 3, 4, &mut rng).unwrap())];
+    let classifier = Linear::new(&cpu, 4, 3, true, &mut rng).unwrap();
+    let model = GraphClassifier::new(
+        Some(input),
+        convs,
+        Box::new(MeanReadout),
+        classifier,
+        0.0,
+        Activation::Tanh,
+    )
+    .unwrap();
+    let graphs = [
+        undirected(3, &[(0, 1), (1, 2)]),
+        Graph::from_edges(1, &[]).unwrap(),
+        undirected(4, &[(0, 1), (0, 2), (0, 3)]),
+    ];
+    let nodes = [vec![2, 1], vec![0], vec![3]];
+    let samples: Vec<GraphSample> = graphs
+        .iter()
+        .zip(&nodes)
+        .enumerate()
+        .map(|(i, (g, r))| {
+            let x = Array2::from_shape_fn((g.num_nodes(), 2), |_| rng.random_range(-1.0f32..1.0));
+            GraphSample::new(g.clone(), GraphFeatures::Dense(x), i % 3)
+                .unwrap()
+                .with_readout_nodes(r.clone())
+                .unwrap()
+        })
+        .collect();
+    let refs: Vec<&GraphSample> = samples.iter().collect();
+    let batch = GraphBatch::new(&cpu, &refs).unwrap();
+    assert_eq!(batch.readout_nodes().unwrap().rows(), [2, 1, 3, 7]);
+    let t = Tape::inference(&cpu);
+    let all = batch.forward(&model, &t).unwrap().to_array();
+    for (g, s) in samples.iter().enumerate() {
+        let one = GraphBatch::new(&cpu, &[s])
+            .unwrap()
+            .forward(&model, &t)
+            .unwrap();
+        for (a, b) in one.to_array().row(0).iter().zip(all.row(g)) {
+            assert!((a - b).abs() < 1e-12, "graph {g}: {a} vs {b}");
+        }
+    }
+    // The readout pools the selected nodes only: against the node states.
+    let dg = batch.graph();
+    let x: Vec<f64> = samples
+        .iter()
+        .flat_map(|s| match &s.features {
+            GraphFeatures::Dense(x) => x.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
+            GraphFeatures::Tokens(_) => unreachable!(),
+        })
+        .collect();
+    let x = Array2::from_shape_vec((8, 2), x).unwrap();
+    let feed = |t: &Tape<Cpu<f64>>| GraphInput::Features(Features::Dense(t.constant(x.clone())));
+    let h = model.node_states(&t, dg, &feed(&t)).unwrap().to_array();
+    let pooled_0 = (&h.row(2) + &h.row(1)) / 2.0;
+    let logits_0 = pooled_0.dot(&model.classifier.weight.to_array())
+        + model.classifier.bias.as_ref().unwrap().to_array().row(0);
+    for (a, b) in logits_0.iter().zip(all.row(0)) {
+        assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+    }
+    let set = NodeSet::new(&cpu, &dg.ptr(), &nodes).unwrap();
+    let targets = Index::new(&cpu, &[0, 1, 2]).unwrap();
+    let rep = check_params(
+        &model.named_params(),
+        |t| {
+            model
+                .forward_nodes(t, dg, &feed(t), None, &set)?
+                .log_softmax(Axis::Cols)
+                .nll(&targets)
+        },
+        1e-6,
+    )
+    .unwrap();
+    assert!(rep.max_error < 1e-6, "{rep:?}");
+
+    // A subgraph keeps the readout nodes it keeps, renumbered; keeping
+    // none of them is an error, and node dropout always keeps one.
+    let s = &samples[2]; // star 0-{1,2,3}, readout node 3
+    let sub = s.subgraph(&[0, 3]).unwrap();
+    assert_eq!(sub.readout_nodes, Some(vec![1]));
+    assert!(matches!(s.subgraph(&[0, 1]), Err(Error::Empty(_))));
+    for seed in 0..50 {
+        let d = s.drop_nodes(0.9, &mut StdRng::seed_from_u64(seed)).unwrap();
+        let r = d.readout_nodes.as_ref().unwrap();
+        assert_eq!(r.len(), 1, "seed {seed}");
+        // The kept readout node is node 3's row of features.
+        let (GraphFeatures::Dense(a), GraphFeatures::Dense(b)) = (&d.features, &s.features) else {
+            unreachable!()
+        };
+        assert_eq!(a.row(r[0]), b.row(3), "seed {seed}");
+    }
+    // Samples with and without readout nodes do not mix.
+    let plain = GraphSample::new(graphs[0].clone(), samples[0].features.clone(), 0).unwrap();
+    assert!(matches!(
+        GraphBatch::new(&cpu, &[&samples[0], &plain]),
+        Err(Error::InvalidConfig(_))
+    ));
+    let mut m = small_f64_gcn(1);
+    let mixed = [samples[0].clone(), plain];
+    let err = evaluate_graphs(&mut m, &mixed, 2);
+    assert!(
+        matches!(err, Err(Error::InvalidConfig(ref e)) if e.contains("readout nodes")),
+        "{err:?}"
+    );
+}

@@ -1,13 +1,15 @@
 //! Readouts: values against dense per-graph references, batch == graphs one
 //! at a time, empty graphs, finite-difference gradients (single-node graphs
-//! included), and invariance to the node order within each graph.
+//! included), and invariance to the node order within each graph; the same
+//! over a per-graph node set (`NodeSet`, the aspect-mean readout of ABSA).
 
 use hdgcn::Error;
 use hdgcn::autograd::gradcheck::{check_inputs, check_params};
 use hdgcn::autograd::{Segments, Tape, Var};
 use hdgcn::backend::Cpu;
 use hdgcn::readout::{
-    AttentionPooling, GatedReadout, MaxReadout, MeanMaxReadout, MeanReadout, Readout, SumReadout,
+    AttentionPooling, GatedReadout, MaxReadout, MeanMaxReadout, MeanReadout, NodeSet, Readout,
+    SumReadout,
 };
 use ndarray::{Array1, Array2, Axis, s};
 use rand::{SeedableRng, rngs::StdRng};
@@ -298,6 +300,186 @@ fn parameter_names() {
     let seg = Segments::new(&cpu, &[0, 3]).unwrap();
     let err = pool.forward(&tape, &h, &seg).unwrap_err();
     assert!(err.to_string().contains("gate_nn has no layers"), "{err}");
+}
+
+// ---------------------------------------------------------------------------
+// Readouts over a node set (the aspect-mean readout)
+// ---------------------------------------------------------------------------
+
+/// Selected nodes (local indices) of each graph of `SIZES`, in an order
+/// that is not sorted, and a single-node graph included.
+fn selected() -> Vec<Vec<usize>> {
+    vec![vec![2, 0], vec![0], vec![3, 1, 2], vec![0]]
+}
+
+fn run_nodes(
+    r: &dyn Readout<C>,
+    h: &Array2<f64>,
+    ptr: &[usize],
+    nodes: &[Vec<usize>],
+) -> hdgcn::Result<Array2<f64>> {
+    let cpu = C::new();
+    let tape = Tape::new(&cpu);
+    let seg = Segments::new(&cpu, ptr)?;
+    let set = NodeSet::new(&cpu, ptr, nodes)?;
+    Ok(
+        r.forward_nodes(&tape, &tape.constant(h.clone()), &seg, &set)?
+            .to_array(),
+    )
+}
+
+/// The aspect mean written out: `Σ_{v ∈ S_g} h_v / |S_g|` by loops over
+/// the dense states, one graph at a time.
+fn aspect_mean_reference(h: &Array2<f64>, ptr: &[usize], nodes: &[Vec<usize>]) -> Array2<f64> {
+    let mut out = Array2::zeros((nodes.len(), h.ncols()));
+    for (g, list) in nodes.iter().enumerate() {
+        for &v in list {
+            for j in 0..h.ncols() {
+                out[[g, j]] += h[[ptr[g] + v, j]];
+            }
+        }
+        for j in 0..h.ncols() {
+            out[[g, j]] /= list.len() as f64;
+        }
+    }
+    out
+}
+
+#[test]
+fn aspect_mean_matches_a_dense_reference_and_batch_equals_graphs_alone() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let r = readouts(&mut rng);
+    let ptr = ptr_of(&SIZES);
+    let h = rand_mat(&mut rng, *ptr.last().unwrap(), F);
+    let nodes = selected();
+    let out = run_nodes(&MeanReadout, &h, &ptr, &nodes).unwrap();
+    let expect = aspect_mean_reference(&h, &ptr, &nodes);
+    let err = (&out - &expect)
+        .mapv(f64::abs)
+        .fold(0.0, |a: f64, &b| a.max(b));
+    assert!(err < 1e-12, "{out} vs {expect}");
+    // Every readout over a node set is the readout of the selected rows.
+    for kind in KINDS {
+        let ro = get(&r, kind);
+        let out = run_nodes(ro, &h, &ptr, &nodes).unwrap();
+        for (g, list) in nodes.iter().enumerate() {
+            let rows: Vec<usize> = list.iter().map(|&v| ptr[g] + v).collect();
+            let block = h.select(Axis(0), &rows);
+            let expect = reference(kind, &block, &r.gated, &r.att);
+            for (a, b) in out.row(g).iter().zip(expect.iter()) {
+                assert!((a - b).abs() < 1e-12, "{kind} graph {g}");
+            }
+        }
+    }
+    // Pooling every node in order is the plain readout.
+    let all: Vec<Vec<usize>> = SIZES.iter().map(|&n| (0..n).collect()).collect();
+    assert_eq!(
+        run_nodes(&MeanReadout, &h, &ptr, &all).unwrap(),
+        run(&MeanReadout, &h, &ptr).unwrap()
+    );
+}
+
+#[test]
+fn aspect_mean_gradients_match_finite_differences() {
+    let mut rng = StdRng::seed_from_u64(9);
+    let r = readouts(&mut rng);
+    let ptr = ptr_of(&SIZES);
+    let h = rand_mat(&mut rng, *ptr.last().unwrap(), F);
+    let cpu = C::new();
+    let seg = Segments::new(&cpu, &ptr).unwrap();
+    let set = NodeSet::new(&cpu, &ptr, &selected()).unwrap();
+    for kind in ["mean", "gated"] {
+        let ro = get(&r, kind);
+        let w = rand_mat(&mut rng, SIZES.len(), ro.out_channels(F));
+        let rep = check_inputs(
+            std::slice::from_ref(&h),
+            |t, v| loss(t, &ro.forward_nodes(t, &v[0], &seg, &set)?, &w),
+            1e-6,
+        )
+        .unwrap();
+        assert!(rep.max_error < 1e-7, "{kind} inputs: {rep:?}");
+    }
+    // The rows outside the set get no gradient.
+    let tape = Tape::new(&cpu);
+    let x = tape.input(hdgcn::backend::Backend::upload(&cpu, h.view()));
+    let g = MeanReadout
+        .forward_nodes(&tape, &x, &seg, &set)
+        .unwrap()
+        .sum_all()
+        .backward()
+        .unwrap();
+    let grad = g.wrt(&x).unwrap();
+    // Graph 0 (rows 0..3) pools nodes 0 and 2: row 1 is outside.
+    assert!(grad.row(1).iter().all(|&v| v == 0.0));
+    assert!(grad.row(0).iter().all(|&v| (v - 0.5).abs() < 1e-15));
+}
+
+#[test]
+fn bad_node_sets_are_errors() {
+    let cpu = C::new();
+    let ptr = [0, 2, 5];
+    let cases: [(&[Vec<usize>], &str); 4] = [
+        (&[vec![0]], "ShapeMismatch"),
+        (&[vec![0], vec![]], "Empty"),
+        (&[vec![2], vec![0]], "NodeOutOfRange"),
+        (&[vec![1, 1], vec![0]], "InvalidConfig"),
+    ];
+    for (nodes, want) in cases {
+        let err = NodeSet::new(&cpu, &ptr, nodes).unwrap_err();
+        let got = format!("{err:?}");
+        assert!(got.starts_with(want), "{nodes:?}: {got}");
+    }
+    match NodeSet::new(&cpu, &ptr, &[vec![0], vec![]]) {
+        Err(Error::Empty(m)) => assert!(m.contains("graph 1"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // A set made for another batch is rejected at the readout.
+    let set = NodeSet::new(&cpu, &[0, 3, 5], &[vec![0], vec![1]]).unwrap();
+    let tape = Tape::inference(&cpu);
+    let h = tape.constant_array(&Array2::<f64>::ones((5, F)));
+    let seg = Segments::new(&cpu, &ptr).unwrap();
+    assert!(matches!(
+        MeanReadout.forward_nodes(&tape, &h, &seg, &set),
+        Err(Error::ShapeMismatch { .. })
+    ));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Batch = graphs alone for the aspect mean: over a random batch and
+    /// random node sets, each graph's row is the row of that graph pooled
+    /// on its own, and the dense reference.
+    #[test]
+    fn aspect_mean_of_a_batch_is_each_graph_alone(
+        seed in proptest::prelude::any::<u64>(),
+        sizes in proptest::collection::vec(1usize..9, 1..6),
+    ) {
+        use rand::Rng;
+        use rand::seq::SliceRandom;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let ptr = ptr_of(&sizes);
+        let h = rand_mat(&mut rng, *ptr.last().unwrap(), F);
+        let nodes: Vec<Vec<usize>> = sizes
+            .iter()
+            .map(|&n| {
+                let mut all: Vec<usize> = (0..n).collect();
+                all.shuffle(&mut rng);
+                all.truncate(rng.random_range(1..=n));
+                all
+            })
+            .collect();
+        let batch = run_nodes(&MeanReadout, &h, &ptr, &nodes).unwrap();
+        let expect = aspect_mean_reference(&h, &ptr, &nodes);
+        for (g, list) in nodes.iter().enumerate() {
+            let block = h.slice(s![ptr[g]..ptr[g + 1], ..]).to_owned();
+            let alone = run_nodes(&MeanReadout, &block, &[0, block.nrows()], std::slice::from_ref(list)).unwrap();
+            proptest::prop_assert_eq!(alone.row(0), batch.row(g));
+            for (a, b) in batch.row(g).iter().zip(expect.row(g).iter()) {
+                proptest::prop_assert!((a - b).abs() < 1e-12);
+            }
+        }
+    }
 }
 
 proptest::proptest! {

@@ -15,6 +15,7 @@ use hdgcn::conv::{GraphConv, HdChebConfig};
 use hdgcn::util::mean_std;
 
 // `text_classification` includes this module too and uses none of it.
+pub mod absa;
 #[allow(dead_code)]
 pub mod node;
 pub mod text;

@@ -310,8 +310,9 @@ pub fn resolve_data_path(path: &Path, root: &Path) -> PathBuf {
     }
 }
 
-/// serde for the clap `ValueEnum`s of the settings, by their names.
-mod by_value_enum {
+/// serde for the clap `ValueEnum`s of the settings, by their names (the
+/// absa runner's settings use it too).
+pub mod by_value_enum {
     use clap::ValueEnum;
 
     pub fn serialize<T: ValueEnum, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {

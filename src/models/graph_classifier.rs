@@ -11,7 +11,7 @@ use crate::nn::{
     Activation, Dropout, Embedding, Features, Linear, Module, ParamVisitor, PositionalEncoding,
     SubwordEmbedding,
 };
-use crate::readout::{GatedReadout, Readout};
+use crate::readout::{GatedReadout, NodeSet, Readout};
 
 /// The optional first layer of a [`GraphClassifier`], named `input`.
 #[derive(Debug, Clone)]
@@ -528,7 +528,48 @@ impl<B: Backend> GraphClassifier<B> {
         x: &GraphInput<B>,
         weights: Option<&Var<B>>,
     ) -> Result<Var<B>> {
-        self.forward_inner(tape, graph, x, weights)
+        self.forward_inner(tape, graph, x, weights, None)
+    }
+
+    /// Class logits from the readout over the nodes of `nodes` only
+    /// ([`Readout::forward_nodes`]): the convolutions run on the whole
+    /// graph, then each graph's row pools the states of its selected nodes
+    /// (for aspect-based sentiment, the aspect's tokens; with a
+    /// [`MeanReadout`](crate::readout::MeanReadout), ASGCN's aspect-mean).
+    /// `weights` as in [`GraphClassifier::forward_weighted`].
+    ///
+    /// ```
+    /// use hdgcn::autograd::{Index, Tape};
+    /// use hdgcn::backend::Cpu;
+    /// use hdgcn::conv::DeviceGraph;
+    /// use hdgcn::graph::Graph;
+    /// use hdgcn::models::{GraphClassifier, GraphInput, InputSpec};
+    /// use hdgcn::readout::NodeSet;
+    /// use rand::SeedableRng;
+    ///
+    /// let cpu = Cpu::<f64>::new();
+    /// let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    /// let model = GraphClassifier::gcn(&cpu, InputSpec::Tokens { vocab: 10, dim: 4 }, 4, 1, 3, 0.0, &mut rng)?;
+    /// let path = DeviceGraph::new(&cpu, Graph::from_edges(3, &[(0, 1), (1, 0), (1, 2), (2, 1)])?);
+    /// let words = GraphInput::Tokens(Index::new(&cpu, &[3, 7, 5])?);
+    /// let aspect = NodeSet::new(&cpu, &[0, 3], &[vec![1, 2]])?;
+    /// let logits = model.forward_nodes(&Tape::inference(&cpu), &path, &words, None, &aspect)?;
+    /// assert_eq!(logits.shape(), (1, 3));
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`GraphClassifier::forward_weighted`]; [`Error::ShapeMismatch`]
+    /// if `nodes` was made for another batch.
+    pub fn forward_nodes(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        x: &GraphInput<B>,
+        weights: Option<&Var<B>>,
+        nodes: &NodeSet<B>,
+    ) -> Result<Var<B>> {
+        self.forward_inner(tape, graph, x, weights, Some(nodes))
     }
 
     fn forward_inner(
@@ -537,6 +578,7 @@ impl<B: Backend> GraphClassifier<B> {
         graph: &DeviceGraph<B>,
         x: &GraphInput<B>,
         weights: Option<&Var<B>>,
+        nodes: Option<&NodeSet<B>>,
     ) -> Result<Var<B>> {
         if let Some(w) = weights {
             let n = graph.num_nodes();
@@ -554,7 +596,10 @@ impl<B: Backend> GraphClassifier<B> {
             h = h.mul(w)?;
         }
         let seg = graph.segments_or_whole()?;
-        let g = self.readout.forward(tape, &h, &seg)?;
+        let g = match nodes {
+            Some(nodes) => self.readout.forward_nodes(tape, &h, &seg, nodes)?,
+            None => self.readout.forward(tape, &h, &seg)?,
+        };
         let g = self.dropout.forward(&g)?;
         self.classifier.forward_on(tape, &Features::Dense(g))
     }

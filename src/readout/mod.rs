@@ -18,6 +18,11 @@
 //! | [`GatedReadout`] | HDGCN / TextING: `h'_v = σ(f1(h_v)) ⊙ tanh(f2(h_v))`, then `mean + max` of `h'` |
 //! | [`AttentionPooling`] | PyG `AttentionalAggregation`: `Σ_v softmax_g(gate_nn(h))_v · nn(h_v)` |
 //!
+//! Any readout can also pool a chosen subset of each graph's nodes
+//! ([`Readout::forward_nodes`] with a [`NodeSet`]): [`MeanReadout`] over
+//! the aspect's tokens is the aspect-mean readout of ABSA (ASGCN's aspect
+//! mask).
+//!
 //! ```
 //! use hdgcn::autograd::{Segments, Tape};
 //! use hdgcn::backend::Cpu;
@@ -36,10 +41,12 @@
 mod attention;
 mod basic;
 mod gated;
+mod node_set;
 
 pub use attention::AttentionPooling;
 pub use basic::{MaxReadout, MeanMaxReadout, MeanReadout, SumReadout};
 pub use gated::GatedReadout;
+pub use node_set::NodeSet;
 
 use crate::autograd::{Segments, Tape, Var};
 use crate::backend::Backend;
@@ -60,6 +67,25 @@ pub trait Readout<B: Backend>: Module<B> {
 
     /// Output width for input width `in_channels`.
     fn out_channels(&self, in_channels: usize) -> usize;
+
+    /// The readout over the nodes of `nodes` only: `G x out_channels(F)`,
+    /// graph `g`'s row pooling the rows of `h` that `nodes` selects in
+    /// graph `g` (the readout's own pooling, on those rows alone; its
+    /// parameters are the same). [`MeanReadout`] gives the mean of the
+    /// selected nodes' states, e.g. ASGCN's aspect-masked mean.
+    ///
+    /// # Errors
+    /// As [`Readout::forward`]; [`Error::ShapeMismatch`] if `nodes` was
+    /// made for a batch with other node offsets than `seg`'s.
+    fn forward_nodes(
+        &self,
+        tape: &Tape<B>,
+        h: &Var<B>,
+        seg: &Segments<B>,
+        nodes: &NodeSet<B>,
+    ) -> Result<Var<B>> {
+        node_set::forward_on_set(self, tape, h, seg, nodes)
+    }
 }
 
 /// Checks that `h` has one row per node of `seg` and that no graph is empty.

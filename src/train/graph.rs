@@ -20,6 +20,7 @@ use crate::graph::{Batch, Graph};
 use crate::models::{GraphClassifier, GraphInput, InputLayer};
 use crate::nn::Features;
 use crate::optim::{LrScheduleKind, OptimizerKind};
+use crate::readout::NodeSet;
 
 /// The node inputs of one graph.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +78,12 @@ pub struct GraphSample {
     /// [`NodeWeighting::Input`](crate::models::NodeWeighting::Input) the
     /// weights scale the node inputs instead. `None`: every node weighs 1.
     pub node_weights: Option<Vec<f64>>,
+    /// Optional nodes the readout pools instead of all of them (set by
+    /// [`GraphSample::with_readout_nodes`]; for aspect-based sentiment, the
+    /// aspect's tokens): batched into a [`NodeSet`] and handed to
+    /// [`GraphClassifier::forward_nodes`]. `None`: the readout pools every
+    /// node.
+    pub readout_nodes: Option<Vec<usize>>,
 }
 
 impl GraphSample {
@@ -91,6 +98,7 @@ impl GraphSample {
             features,
             label,
             node_weights: None,
+            readout_nodes: None,
         };
         s.check_shape()?;
         Ok(s)
@@ -124,12 +132,42 @@ impl GraphSample {
         Ok(self)
     }
 
-    /// The sample restricted to `nodes` ([`Graph::subgraph`]): node `i` of
-    /// the result is node `nodes[i]`, with its token id or feature row; the
-    /// label is kept.
+    /// The sample whose readout pools the nodes `nodes` only (indices
+    /// `0..n`, each once, at least one): see
+    /// [`GraphSample::readout_nodes`].
+    ///
+    /// ```
+    /// use hdgcn::graph::Graph;
+    /// use hdgcn::train::{GraphFeatures, GraphSample};
+    ///
+    /// let path = Graph::from_edges(3, &[(0, 1), (1, 0), (1, 2), (2, 1)])?;
+    /// let s = GraphSample::new(path, GraphFeatures::Tokens(vec![3, 9, 4]), 0)?;
+    /// let s = s.with_readout_nodes(vec![1, 2])?;
+    /// assert_eq!(s.readout_nodes, Some(vec![1, 2]));
+    /// assert!(s.clone().with_readout_nodes(vec![3]).is_err()); // no node 3
+    /// assert!(s.clone().with_readout_nodes(vec![]).is_err()); // nothing to pool
+    /// assert!(s.with_readout_nodes(vec![1, 1]).is_err()); // twice
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
     ///
     /// # Errors
-    /// As [`Graph::subgraph`]: an empty, out-of-range or repeated node list.
+    /// [`Error::Empty`] for no nodes; [`Error::NodeOutOfRange`] for a node
+    /// past the graph; [`Error::InvalidConfig`] for a node given twice.
+    pub fn with_readout_nodes(mut self, nodes: Vec<usize>) -> Result<Self> {
+        self.readout_nodes = Some(nodes);
+        self.check_shape()?;
+        Ok(self)
+    }
+
+    /// The sample restricted to `nodes` ([`Graph::subgraph`]): node `i` of
+    /// the result is node `nodes[i]`, with its token id or feature row; the
+    /// label is kept, and the readout nodes that are kept stay readout
+    /// nodes.
+    ///
+    /// # Errors
+    /// As [`Graph::subgraph`]: an empty, out-of-range or repeated node list;
+    /// [`Error::Empty`] if the sample has readout nodes and `nodes` keeps
+    /// none of them.
     pub fn subgraph(&self, nodes: &[usize]) -> Result<GraphSample> {
         let graph = self.graph.subgraph(nodes)?;
         let features = match &self.features {
@@ -138,7 +176,21 @@ impl GraphSample {
             }
             GraphFeatures::Dense(x) => GraphFeatures::Dense(x.select(ndarray::Axis(0), nodes)),
         };
-        let sub = GraphSample::new(graph, features, self.label)?;
+        let mut sub = GraphSample::new(graph, features, self.label)?;
+        if let Some(keep) = &self.readout_nodes {
+            let kept: Vec<usize> = nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| keep.contains(v))
+                .map(|(i, _)| i)
+                .collect();
+            if kept.is_empty() {
+                return Err(Error::Empty(
+                    "the subgraph keeps none of the sample's readout nodes".into(),
+                ));
+            }
+            sub = sub.with_readout_nodes(kept)?;
+        }
         match &self.node_weights {
             None => Ok(sub),
             Some(w) => {
@@ -156,7 +208,9 @@ impl GraphSample {
     /// independently with probability `1 - p` and returns the subgraph they
     /// induce, so a dropped node takes its edges with it. A graph must keep
     /// a node, so when every node is dropped one node, drawn uniformly,
-    /// stays. `p = 0` returns the sample unchanged without drawing.
+    /// stays; likewise, a sample with readout nodes keeps one of them,
+    /// drawn uniformly, when all of them are dropped. `p = 0` returns the
+    /// sample unchanged without drawing.
     ///
     /// ```
     /// use hdgcn::graph::Graph;
@@ -183,6 +237,13 @@ impl GraphSample {
         if keep.is_empty() {
             keep.push(rng.random_range(0..n));
         }
+        if let Some(r) = &self.readout_nodes
+            && !keep.iter().any(|v| r.contains(v))
+        {
+            let v = r[rng.random_range(0..r.len())];
+            let at = keep.partition_point(|&u| u < v);
+            keep.insert(at, v);
+        }
         self.subgraph(&keep)
     }
 
@@ -201,8 +262,35 @@ impl GraphSample {
         if let Some(w) = &self.node_weights {
             check_node_weights(w, n)?;
         }
+        if let Some(r) = &self.readout_nodes {
+            check_readout_nodes(r, n)?;
+        }
         Ok(())
     }
+}
+
+/// At least one node, each within `0..n` and given once.
+fn check_readout_nodes(nodes: &[usize], n: usize) -> Result<()> {
+    if nodes.is_empty() {
+        return Err(Error::Empty(
+            "graph sample readout nodes: the readout would pool nothing".into(),
+        ));
+    }
+    let mut seen = vec![false; n];
+    for &v in nodes {
+        if v >= n {
+            return Err(Error::NodeOutOfRange {
+                index: v,
+                num_nodes: n,
+            });
+        }
+        if std::mem::replace(&mut seen[v], true) {
+            return Err(Error::InvalidConfig(format!(
+                "graph sample readout nodes: node {v} is given twice"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// One finite, non-negative weight per node, not all zero.
@@ -366,6 +454,8 @@ pub struct GraphBatch<B: Backend> {
     input: BatchInput<B>,
     /// `N x 1` readout weights, each graph's with mean 1 (`None`: all 1).
     weights: Option<B::Tensor>,
+    /// The nodes the readout pools (`None`: all).
+    nodes: Option<NodeSet<B>>,
     targets: Index<B>,
 }
 
@@ -381,7 +471,7 @@ impl<B: Backend> GraphBatch<B> {
     /// # Errors
     /// [`Error::Empty`] for no samples; [`Error::ShapeMismatch`] for dense
     /// features of different widths; [`Error::InvalidConfig`] when some
-    /// samples have node weights and others not.
+    /// samples have node weights (or readout nodes) and others not.
     pub fn new(backend: &B, samples: &[&GraphSample]) -> Result<Self> {
         if samples.is_empty() {
             return Err(Error::Empty("a graph batch of no samples".into()));
@@ -428,6 +518,7 @@ impl<B: Backend> GraphBatch<B> {
             graph: std::rc::Rc::new(graph),
             input,
             weights: batch_weights(backend, samples)?,
+            nodes: batch_readout_nodes(backend, samples, batch.ptr())?,
             targets: Index::new(backend, &labels)?,
         })
     }
@@ -452,7 +543,16 @@ impl<B: Backend> GraphBatch<B> {
             BatchInput::Tokens(idx) => GraphInput::Tokens(idx.clone()),
             BatchInput::Dense(t) => GraphInput::Features(Features::Dense(tape.constant(t.clone()))),
         };
-        model.forward_weighted(tape, &self.graph, &x, w.as_ref())
+        match &self.nodes {
+            Some(nodes) => model.forward_nodes(tape, &self.graph, &x, w.as_ref(), nodes),
+            None => model.forward_weighted(tape, &self.graph, &x, w.as_ref()),
+        }
+    }
+
+    /// The nodes the readout pools, when the samples name them
+    /// ([`GraphSample::readout_nodes`]).
+    pub fn readout_nodes(&self) -> Option<&NodeSet<B>> {
+        self.nodes.as_ref()
     }
 }
 
@@ -491,6 +591,27 @@ fn batch_weights<B: Backend>(backend: &B, samples: &[&GraphSample]) -> Result<Op
     Ok(Some(backend.upload(w.view())))
 }
 
+/// The batch's readout node set; `None` when no sample names readout nodes.
+fn batch_readout_nodes<B: Backend>(
+    backend: &B,
+    samples: &[&GraphSample],
+    ptr: &[usize],
+) -> Result<Option<NodeSet<B>>> {
+    if samples.iter().all(|s| s.readout_nodes.is_none()) {
+        return Ok(None);
+    }
+    let mut lists = Vec::with_capacity(samples.len());
+    for (i, s) in samples.iter().enumerate() {
+        let Some(r) = &s.readout_nodes else {
+            return Err(Error::InvalidConfig(format!(
+                "graph {i} of a batch has no readout nodes but others have: give all or none"
+            )));
+        };
+        lists.push(r.clone());
+    }
+    NodeSet::new(backend, ptr, &lists).map(Some)
+}
+
 /// Checks every sample against the model: shapes, the kind of features the
 /// input layer reads, token ids within the vocabulary, labels within the
 /// classes. Errors name the set and the sample.
@@ -511,6 +632,13 @@ fn check_samples<B: Backend>(
     if weighted != 0 && weighted != samples.len() {
         return Err(Error::InvalidConfig(format!(
             "{weighted} of the {} {what} samples have node weights: give all or none",
+            samples.len()
+        )));
+    }
+    let selected = samples.iter().filter(|s| s.readout_nodes.is_some()).count();
+    if selected != 0 && selected != samples.len() {
+        return Err(Error::InvalidConfig(format!(
+            "{selected} of the {} {what} samples have readout nodes: give all or none",
             samples.len()
         )));
     }

@@ -20,7 +20,7 @@ use hdgcn::nn::{Features, LayerNorm, Linear, Module};
 use hdgcn::optim::{
     AdaBeliefConfig, AdamConfig, AdamWConfig, ExponentialMovingAverage, Optimizer, SgdConfig,
 };
-use hdgcn::readout::{AttentionPooling, GatedReadout, MaxReadout, Readout};
+use hdgcn::readout::{AttentionPooling, GatedReadout, MaxReadout, MeanReadout, NodeSet, Readout};
 use ndarray::Array2;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
@@ -335,7 +335,12 @@ fn readouts<B: Backend<Elem = f32>>(b: &B) {
             let c = m.attn.forward(t, &h, &seg).unwrap();
             let d = m.max.forward(t, &h, &seg).unwrap();
             let e = h.segment_reduce(&seg, SegmentReduce::Mean).unwrap();
-            let y = Var::concat(&[&a, &c, &d, &e], hdgcn::backend::Axis::Cols).unwrap();
+            // Over a node set (the ABSA aspect mean, and the gated readout).
+            let set =
+                NodeSet::new(t.backend(), &ptr, &[vec![3, 0], vec![0], vec![6, 1, 2]]).unwrap();
+            let f = MeanReadout.forward_nodes(t, &h, &seg, &set).unwrap();
+            let g = m.gated.forward_nodes(t, &h, &seg, &set).unwrap();
+            let y = Var::concat(&[&a, &c, &d, &e, &f, &g], hdgcn::backend::Axis::Cols).unwrap();
             let l = probe(t, &y, 21);
             (y, l)
         }
