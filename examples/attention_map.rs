@@ -9,6 +9,9 @@
 //!   each row is a supernode's attention over the words.
 //! * `unit{k}_backward.png`: `A_b`, words (rows) x supernodes (columns);
 //!   each row is a word's attention over the supernodes.
+//! * `unit{k}_product.png`: `A_d = A_b A_f`, words x words, the
+//!   node-to-node transition the unit applies (row-stochastic; the
+//!   quantity of the paper's Figures 4-5, drawn there for units 1 and 2).
 //!
 //! Each map is also written as a CSV table (`unit{k}_forward.csv`, ...)
 //! with the words as header or first column.
@@ -17,7 +20,15 @@
 //! cargo run --release --example attention_map -- \
 //!     --sentence "the film is a charming and often affecting journey" --save out/mr.safetensors
 //! cargo run --release --example attention_map -- --load out/mr.safetensors --sentence "a dull , tedious mess"
+//! cargo run --release --example attention_map -- --embeddings glove/glove.6B.50d.subset.txt \
+//!     --sentence "the film is a charming and often affecting journey"
 //! ```
+//!
+//! With `--embeddings FILE` (GloVe text format; a relative path that does
+//! not exist is looked up under the data root) the word embeddings start
+//! from those vectors, as the paper's text models do, and their width is
+//! the file's (50 for `glove.6B.50d`); words the file lacks start from
+//! N(0, 1) rows.
 //!
 //! Words are lower-cased and split on whitespace, as in the MR corpus; words
 //! outside the training vocabulary share one `<unk>` node, labelled `<unk>`.
@@ -45,7 +56,7 @@ use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{DeviceGraph, GraphConv, HdChebConfig};
 use hdgcn::data::data_root;
 use hdgcn::data::text::{
-    DocSplit, Document, TextCorpus, Vocab, doc_graph, text_gcn_dir, validation_split,
+    DocSplit, Document, TextCorpus, Vocab, doc_graph, load_glove, text_gcn_dir, validation_split,
 };
 use hdgcn::models::{GraphClassifier, GraphInput, InputLayer};
 use hdgcn::nn::{Activation, Embedding, Features, Linear, Module};
@@ -103,6 +114,9 @@ struct Args {
     /// TrueType/OpenType font for the labels (default: $HDGCN_FONT, then a system font).
     #[arg(long)]
     font: Option<PathBuf>,
+    /// GloVe vectors (`word v1 v2 ...`) to initialise the embeddings.
+    #[arg(long)]
+    embeddings: Option<PathBuf>,
 }
 
 fn main() {
@@ -145,10 +159,23 @@ fn run(args: &Args) -> Result<()> {
     let cpu = C::new();
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
     let h = args.hidden;
-    let emb = Embedding::new(&cpu, vocab.len(), h, &mut rng)?;
+    let (emb, embed_dim) = match &args.embeddings {
+        Some(path) => {
+            let path = resolve_data_path(path, &root);
+            let (table, found) = load_glove(&path, &vocab, None)?;
+            eprintln!(
+                "GloVe: {found} of {} vocabulary words found in {}",
+                vocab.len(),
+                path.display()
+            );
+            (Embedding::from_array(&cpu, &table)?, table.ncols())
+        }
+        None => (Embedding::new(&cpu, vocab.len(), h, &mut rng)?, h),
+    };
     let mut attn = MvcAttnConfig::new(h);
     attn.supernodes = args.supernodes;
-    let mut conv = HdChebConfig::in_model(h, h, K, 0.5).build_dynamic(&cpu, &mut rng, &attn)?;
+    let mut conv =
+        HdChebConfig::in_model(embed_dim, h, K, 0.5).build_dynamic(&cpu, &mut rng, &attn)?;
     let readout = Box::new(GatedReadout::new(&cpu, h, &mut rng)?);
     let classifier = Linear::new(&cpu, h, corpus.num_classes(), true, &mut rng)?;
     let mut model = GraphClassifier::new(
@@ -161,7 +188,7 @@ fn run(args: &Args) -> Result<()> {
     )?;
 
     if let Some(ckpt) = &args.load {
-        check_vocab(&vocab_path(ckpt), &vocab, args)?;
+        check_vocab(&vocab_path(ckpt), &vocab, args, embed_dim)?;
         load_checkpoint(&model, ckpt)?;
         eprintln!("loaded {}", ckpt.display());
     } else {
@@ -214,7 +241,7 @@ fn run(args: &Args) -> Result<()> {
         }
         save_checkpoint(&model, ckpt)?;
         let vp = vocab_path(ckpt);
-        write_vocab(&vp, &vocab, args)?;
+        write_vocab(&vp, &vocab, args, embed_dim)?;
         println!("saved {} and {}", ckpt.display(), vp.display());
     }
     model.set_training(false);
@@ -272,6 +299,7 @@ fn run(args: &Args) -> Result<()> {
     for (k, AttentionMaps { forward, backward }) in maps.iter().enumerate() {
         let k = k + 1;
         let (af, ab) = (&forward[0], &backward[0]);
+        let product = transition_product(af, ab);
         for (name, mat, rows, cols, title) in [
             (
                 "forward",
@@ -286,6 +314,13 @@ fn run(args: &Args) -> Result<()> {
                 &words,
                 &sup,
                 format!("HD unit {k}: A_b (word attention over supernodes)"),
+            ),
+            (
+                "product",
+                &product,
+                &words,
+                &words,
+                format!("HD unit {k}: A_d = A_b A_f (word-to-word transition)"),
             ),
         ] {
             let png = args.out_dir.join(format!("unit{k}_{name}.png"));
@@ -331,16 +366,31 @@ fn vocab_path(ckpt: &Path) -> PathBuf {
 
 /// The options that fix the model's shapes and the graphs, as stored on the
 /// first line of `CKPT.vocab.txt`.
-fn options_line(args: &Args) -> String {
+fn options_line(args: &Args, embed_dim: usize) -> String {
     format!(
-        "# attention_map: k={K} hidden={} supernodes={} window={}",
+        "# attention_map: k={K} hidden={} supernodes={} window={} embed={embed_dim}",
         args.hidden, args.supernodes, args.window
     )
 }
 
+/// `path` as given where it exists (or is absolute), else under the data
+/// root where it exists there, else unchanged (the reader then names it).
+fn resolve_data_path(path: &Path, root: &Path) -> PathBuf {
+    if path.is_absolute() || path.exists() || !root.join(path).exists() {
+        path.to_path_buf()
+    } else {
+        root.join(path)
+    }
+}
+
+/// `A_d = A_b A_f` (words x words) from `A_f` (`M x N`) and `A_b` (`N x M`).
+fn transition_product(af: &Array2<f64>, ab: &Array2<f64>) -> Array2<f64> {
+    ab.dot(af)
+}
+
 /// Writes the options line, then one vocabulary word per line (id order).
-fn write_vocab(path: &Path, vocab: &Vocab, args: &Args) -> Result<()> {
-    let mut s = options_line(args);
+fn write_vocab(path: &Path, vocab: &Vocab, args: &Args, embed_dim: usize) -> Result<()> {
+    let mut s = options_line(args, embed_dim);
     s.push('\n');
     for id in 0..vocab.len() {
         s.push_str(vocab.token(id).unwrap_or_default());
@@ -352,7 +402,7 @@ fn write_vocab(path: &Path, vocab: &Vocab, args: &Args) -> Result<()> {
 
 /// Checks that the options and vocabulary saved with a checkpoint are this
 /// run's, id for id.
-fn check_vocab(path: &Path, vocab: &Vocab, args: &Args) -> Result<()> {
+fn check_vocab(path: &Path, vocab: &Vocab, args: &Args, embed_dim: usize) -> Result<()> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         Error::InvalidConfig(format!(
             "cannot read the checkpoint's vocabulary {}: {e}",
@@ -360,7 +410,10 @@ fn check_vocab(path: &Path, vocab: &Vocab, args: &Args) -> Result<()> {
         ))
     })?;
     let mut lines = text.lines();
-    let (saved_opts, want) = (lines.next().unwrap_or_default(), options_line(args));
+    let (saved_opts, want) = (
+        lines.next().unwrap_or_default(),
+        options_line(args, embed_dim),
+    );
     if saved_opts != want {
         return Err(Error::InvalidConfig(format!(
             "the checkpoint was saved with other options: {} has {saved_opts:?}, this run is {want:?}",

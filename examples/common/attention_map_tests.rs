@@ -77,13 +77,37 @@ fn writes_row_stochastic_maps_of_every_unit_and_a_reloaded_checkpoint_repeats_th
             );
         }
     }
+    // A_d = A_b A_f, words on both axes, computed here from the two CSVs.
+    for k in 1..=3 {
+        let (_, af) = read_csv(&out1.join(format!("unit{k}_forward.csv")));
+        let (_, ab) = read_csv(&out1.join(format!("unit{k}_backward.csv")));
+        let (head_d, ad) = read_csv(&out1.join(format!("unit{k}_product.csv")));
+        assert!(out1.join(format!("unit{k}_product.png")).exists());
+        assert_eq!(head_d[1..], words);
+        assert_eq!(ad.len(), words.len());
+        for (i, (label, row)) in ad.iter().enumerate() {
+            assert_eq!(label, words[i]);
+            for (j, &d) in row.iter().enumerate() {
+                let want: f64 = (0..af.len()).map(|m| ab[i].1[m] * af[m].1[j]).sum();
+                assert!(
+                    (d - want).abs() < 1e-9,
+                    "unit {k} A_d[{i},{j}] = {d}, want {want}"
+                );
+            }
+            let sum: f64 = row.iter().sum();
+            assert!(
+                (sum - 1.0).abs() < 1e-6,
+                "unit {k} A_d row {label} sums to {sum}"
+            );
+        }
+    }
     // Loaded with the same options, the checkpoint draws the same maps.
     run(&parse(
         &[&common[..], &["--load", &s(&ckpt), "--out-dir", &s(&out2)]].concat(),
     ))
     .unwrap();
     for k in 1..=3 {
-        for name in ["forward", "backward"] {
+        for name in ["forward", "backward", "product"] {
             let f = format!("unit{k}_{name}.csv");
             let (a, b) = (
                 std::fs::read(out1.join(&f)).unwrap(),
@@ -107,4 +131,66 @@ fn writes_row_stochastic_maps_of_every_unit_and_a_reloaded_checkpoint_repeats_th
 fn an_empty_sentence_is_an_error() {
     let err = run(&parse(&["--sentence", "  "])).unwrap_err();
     assert!(err.to_string().contains("--sentence is empty"), "{err}");
+}
+
+#[test]
+fn glove_vectors_set_the_embedding_width_and_a_checkpoint_remembers_it() {
+    let root = scratch("attention-map-glove");
+    write_corpus(&root, "mr");
+    // Five-dimensional vectors for two words; under the data root.
+    let glove_dir = root.join("glove");
+    std::fs::create_dir_all(&glove_dir).unwrap();
+    std::fs::write(
+        glove_dir.join("tiny.txt"),
+        "grain 0.1 0.2 0.3 0.4 0.5\noil -0.5 0.4 -0.3 0.2 -0.1\n",
+    )
+    .unwrap();
+    let (out, ckpt) = (root.join("g"), root.join("g.safetensors"));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let common = [
+        "--sentence",
+        "grain oil",
+        "--hidden",
+        "8",
+        "--supernodes",
+        "2",
+        "--data-dir",
+        &s(&root),
+        "--out-dir",
+        &s(&out),
+    ];
+    let glove = ["--embeddings", "glove/tiny.txt"];
+    run(&parse(
+        &[
+            &common[..],
+            &glove[..],
+            &["--epochs", "1", "--save", &s(&ckpt)],
+        ]
+        .concat(),
+    ))
+    .unwrap();
+    let saved = std::fs::read_to_string(vocab_path(&ckpt)).unwrap();
+    assert!(
+        saved.lines().next().unwrap().ends_with("embed=5"),
+        "{saved}"
+    );
+    assert!(out.join("unit1_product.csv").exists());
+    // Without the vectors the model is 8 wide at the input: refused on load.
+    let err = run(&parse(&[&common[..], &["--load", &s(&ckpt)]].concat())).unwrap_err();
+    assert!(err.to_string().contains("other options"), "{err}");
+    run(&parse(
+        &[&common[..], &glove[..], &["--load", &s(&ckpt)]].concat(),
+    ))
+    .unwrap();
+    // A vectors file that does not exist is named.
+    let err = run(&parse(
+        &[
+            &common[..],
+            &["--embeddings", "glove/none.txt", "--epochs", "1"],
+        ]
+        .concat(),
+    ))
+    .unwrap_err();
+    assert!(err.to_string().contains("none.txt"), "{err}");
+    std::fs::remove_dir_all(&root).unwrap();
 }
