@@ -6,7 +6,7 @@ use rand::Rng;
 use super::message_passing::{MessagePassing, SelfLoops};
 use super::{DeviceGraph, GraphConv, check_input};
 use crate::autograd::{Param, Tape, Var};
-use crate::backend::{Axis, Backend, SegmentReduce};
+use crate::backend::{Backend, SegmentReduce};
 use crate::error::{Error, Result};
 use crate::nn::{Dropout, Features, Linear, Module, ParamVisitor, init};
 
@@ -277,28 +277,40 @@ pub(super) fn check_scalars(layer: &str, negative_slope: f64, dropout: f64) -> R
     Ok(())
 }
 
+/// The `heads·C x heads` matrix with a 1 where column `k` meets the rows
+/// `k·C..(k+1)·C` of head `k`.
+fn head_indicator<B: Backend>(tape: &Tape<B>, heads: usize, c: usize) -> Var<B> {
+    let one = <B::Elem as crate::Float>::from_f64_lossy(1.0);
+    let zero = <B::Elem as crate::Float>::from_f64_lossy(0.0);
+    tape.constant_array(&ndarray::Array2::from_shape_fn(
+        (heads * c, heads),
+        |(i, k)| if i / c == k { one } else { zero },
+    ))
+}
+
 /// Per-head dot products: `x` is `R x heads·C` (head `k` in columns
 /// `k·C..(k+1)·C`), `att` is `heads x C`; the result is `R x heads` with
-/// `out[r, k] = x[r, kC..(k+1)C] · att[k]`.
+/// `out[r, k] = x[r, kC..(k+1)C] · att[k]`, as one product with the
+/// block-diagonal `heads·C x heads` matrix of the attention vectors (one
+/// pass over `x`, whose gradient is one product back).
 pub(super) fn head_dot<B: Backend>(x: &Var<B>, att: &Var<B>, heads: usize) -> Result<Var<B>> {
-    let (r, hc) = x.shape();
-    let c = hc / heads;
-    x.mul(&att.reshape(1, hc)?)?
-        .reshape(r * heads, c)?
-        .sum_axis(Axis::Cols)
-        .reshape(r, heads)
+    let (_, hc) = x.shape();
+    let blocks = att
+        .reshape(hc, 1)?
+        .mul(&head_indicator(x.tape(), heads, hc / heads))?;
+    x.matmul(&blocks)
 }
 
 /// Scales each head's block of `x` (`E x heads·C`) by that head's column
-/// of `alpha` (`E x heads`).
+/// of `alpha` (`E x heads`): `alpha` spread over the heads' columns by a
+/// product with the indicator, then one element-wise product.
 pub(super) fn weight_heads<B: Backend>(x: &Var<B>, alpha: &Var<B>, heads: usize) -> Result<Var<B>> {
-    let (e, hc) = x.shape();
     if heads == 1 {
         return x.mul(alpha);
     }
-    x.reshape(e * heads, hc / heads)?
-        .mul(&alpha.reshape(e * heads, 1)?)?
-        .reshape(e, hc)
+    let (_, hc) = x.shape();
+    let spread = alpha.matmul_t(&head_indicator(x.tape(), heads, hc / heads), false, true)?;
+    x.mul(&spread)
 }
 
 /// Concatenates (as stored) or averages the heads of `out` (`N x
@@ -313,17 +325,13 @@ pub(super) fn finish<B: Backend>(
     let out = if concat || heads == 1 {
         out
     } else {
+        // `mean_k out[:, kC + j]`: a product with `heads` copies of
+        // `I / heads` stacked (the indicator of the columns `j`).
         let (_, hc) = out.shape();
         let c = hc / heads;
-        // `mean_k out[:, kC + j]` as a product with the `heads·C x C`
-        // matrix stacking `heads` copies of `I / heads`.
-        let m = ndarray::Array2::from_shape_fn((hc, c), |(i, j)| {
-            if i % c == j {
-                <B::Elem as crate::Float>::from_f64_lossy(1.0 / heads as f64)
-            } else {
-                <B::Elem as crate::Float>::from_f64_lossy(0.0)
-            }
-        });
+        let w = <B::Elem as crate::Float>::from_f64_lossy(1.0 / heads as f64);
+        let zero = <B::Elem as crate::Float>::from_f64_lossy(0.0);
+        let m = ndarray::Array2::from_shape_fn((hc, c), |(i, j)| if i % c == j { w } else { zero });
         out.matmul(&tape.constant_array(&m))?
     };
     match bias {
