@@ -6,6 +6,11 @@
 //!
 //! PyG's step for comparison: `benches/reference/pyg_gat_step.py DATA_ROOT
 //! [--model gatv2]` (2 threads, dense features as PyG's loader gives them).
+//!
+//! glibc's malloc is set up as the runners set it by default (`--malloc
+//! reuse`, docs/performance.md "The allocator"): a GAT step allocates and
+//! frees `edges x 64` tensors (3.4 MB on Cora) over and over, which glibc's
+//! defaults hand back to the kernel and fault in again every step.
 
 use std::hint::black_box;
 
@@ -71,6 +76,15 @@ fn step_bench(c: &mut Criterion, data: &Planetoid, model_name: &str) {
 }
 
 fn bench_steps(c: &mut Criterion) {
+    // As the runners' `--malloc reuse` (examples/common/mod.rs): 32 MiB is
+    // the largest mmap threshold glibc accepts; never trim the heap.
+    // SAFETY: mallopt only changes allocator parameters (under glibc's
+    // own lock), before the steps run.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    }
     if let Some(data) = load("cora") {
         step_bench(c, &data, "gat");
         step_bench(c, &data, "gatv2");
