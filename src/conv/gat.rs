@@ -100,7 +100,8 @@ impl GatConvConfig {
     }
 }
 
-/// Graph attention (GAT), exactly PyG's `GATConv` without edge features:
+/// Graph attention (GAT), exactly PyG's `GATConv` without edge features
+/// (`edge_dim`), bipartite inputs or `residual` (PyG's defaults):
 ///
 /// `h = X Θ` (`heads` blocks of `out_channels` columns), per head `k` and
 /// edge `j → i` (self-loops added as configured)

@@ -116,7 +116,8 @@ impl GatV2ConvConfig {
     }
 }
 
-/// GATv2, exactly PyG's `GATv2Conv` without edge features: per head `k`
+/// GATv2, exactly PyG's `GATv2Conv` without edge features (`edge_dim`),
+/// bipartite inputs or `residual` (PyG's defaults): per head `k`
 /// and edge `j → i` (self-loops added as configured)
 ///
 /// `e_ij = aᵏ · LeakyReLU(W_l x_j + W_r x_i)ᵏ`, `α_ij = softmax_j(e_ij)`,
