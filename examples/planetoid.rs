@@ -1,5 +1,5 @@
 //! Node classification on Planetoid citation graphs (Cora, CiteSeer, PubMed)
-//! with GCN, ChebNet or HDGCN, on the public split or the geom-gcn
+//! with GCN, ChebNet, GAT, GATv2 or HDGCN, on the public split or the geom-gcn
 //! full-supervised splits: a runner over `NodeSettings`
 //! (`examples/common/node.rs`).
 //!
@@ -11,7 +11,8 @@
 //! Every setting of a run can come from `--config FILE` (a TOML file, see
 //! `configs/planetoid/` and `configs/paper/`); the flags given on the
 //! command line override it. The defaults depend on the model: Kipf &
-//! Welling's protocol for gcn and cheb, the paper's settings for hdgcn and
+//! Welling's protocol for gcn and cheb, PyG's examples/gat.py for gat and
+//! gatv2 (8 heads of 8, dropout 0.6, lr 0.005), the paper's settings for hdgcn and
 //! hdgcn-static (K = 6, hidden 64, M = 10, AdaBelief at lr 1e-5, no weight
 //! decay), so that `--model hdgcn --split full` is
 //! `configs/paper/table5-cora-hdgcn.toml`.
@@ -41,7 +42,7 @@ struct Args {
     /// cora | citeseer | pubmed [default: cora]
     #[arg(long)]
     dataset: Option<String>,
-    /// gcn | cheb | hdgcn | hdgcn-static [default: gcn]
+    /// gcn | cheb | hdgcn | hdgcn-static | gat | gatv2 [default: gcn]
     #[arg(long, value_enum, ignore_case = true)]
     model: Option<ModelKind>,
     /// Chebyshev terms (cheb: default 3) or order K (hdgcn*: even, default 6).
@@ -58,7 +59,8 @@ struct Args {
     /// geom-gcn splits, the GCNII full-supervised protocol].
     #[arg(long)]
     epochs: Option<usize>,
-    /// Hidden width [default: 16; 64 for hdgcn models, as the paper].
+    /// Hidden width [default: 16; 64 for hdgcn models, as the paper; 8 per
+    /// head for gat and gatv2, as PyG's examples/gat.py].
     #[arg(long)]
     hidden: Option<usize>,
     /// Learning rate [default: 0.01; 1e-5 for hdgcn models, the paper's,

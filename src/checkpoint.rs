@@ -414,8 +414,10 @@ fn load_params<B: Backend>(
 /// Each tensor is read in PyTorch's layout ([`TorchLayout`]): a
 /// [`Linear`](crate::nn::Linear) weight is `[out, in]` in the file and is
 /// transposed into the crate's `in x out`; a 1-D tensor of length `n` (a
-/// bias) fills a `1 x n` parameter; any other parameter has the same 2-D
-/// shape in both. The element type must be the backend's (`F32` for
+/// bias) fills a `1 x n` parameter; an attention vector of PyG's
+/// `GATConv` (`[1, heads, C]`, [`TorchLayout::LeadingOne`]) fills a
+/// `heads x C` parameter; any other parameter has the same 2-D shape in
+/// both. The element type must be the backend's (`F32` for
 /// `f32`, `F64` for `f64`).
 ///
 /// As [`load_checkpoint`], every check runs before any parameter is
@@ -512,6 +514,7 @@ fn load_torch_params<B: Backend>(params: LayoutParams<B>, bytes: &[u8], path: &P
             (TorchLayout::Same, &[n]) if r == 1 && n == c => Some((1, c)),
             (TorchLayout::Same, &[a, b]) if (a, b) == (r, c) => Some((r, c)),
             (TorchLayout::Transposed, &[a, b]) if (a, b) == (c, r) => Some((c, r)),
+            (TorchLayout::LeadingOne, &[1, a, b]) if (a, b) == (r, c) => Some((r, c)),
             _ => None,
         };
         let mut ok = true;
@@ -522,6 +525,7 @@ fn load_torch_params<B: Backend>(params: LayoutParams<B>, bytes: &[u8], path: &P
                 TorchLayout::Transposed => {
                     format!("[{c}, {r}] (PyTorch's [out, in] of the model's {r} x {c})")
                 }
+                TorchLayout::LeadingOne => format!("[1, {r}, {c}]"),
             };
             differences.push(format!(
                 "{name}: wrong shape {} in the file, expected {want}",
@@ -546,7 +550,7 @@ fn load_torch_params<B: Backend>(params: LayoutParams<B>, bytes: &[u8], path: &P
                 });
             }
             let a = match layout {
-                TorchLayout::Same => a,
+                TorchLayout::Same | TorchLayout::LeadingOne => a,
                 TorchLayout::Transposed => a.t().as_standard_layout().into_owned(),
             };
             staged.push((p, a));

@@ -108,6 +108,79 @@ fn pyg_cheb_f64_reproduces_pyg_output() {
     assert!(d < 1e-12, "max |diff| {d}");
 }
 
+fn gat_io() -> Value {
+    let text = std::fs::read_to_string(fixture("state_dict_gat_io.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// PyG's `GATConv` state_dict (`lin.weight` `[out, in]`, `att_src` /
+/// `att_dst` `[1, heads, C]`, 1-D biases) into `NodeClassifier::gat`.
+#[test]
+fn pyg_gat_f64_reproduces_pyg_output() {
+    let io = io();
+    let cpu = Cpu::<f64>::new();
+    let mut rng = StdRng::seed_from_u64(0);
+    let mut model = NodeClassifier::gat(&cpu, 5, 4, 2, 3, 0.6, &mut rng).unwrap();
+    load_pytorch_state_dict(&model, &fixture("state_dict_gat.safetensors")).unwrap();
+    let got = run(&cpu, &mut model, &io);
+    let want = matrix(&gat_io()["out_gat"]);
+    let d = max_abs_diff(&got, &want);
+    assert!(d < 1e-12, "max |diff| {d}");
+    // The `[1, heads, C]` attention vector fills the `heads x C` parameter
+    // row by row.
+    let bytes = std::fs::read(fixture("state_dict_gat.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let att = f64s(st.tensor("conv1.att_src").unwrap().data());
+    let p = &model.named_params()[1];
+    assert_eq!(p.0, "conv1.att_src");
+    assert_eq!(p.1.shape(), (2, 4));
+    assert_eq!(p.1.to_array().iter().copied().collect::<Vec<_>>(), att);
+}
+
+/// PyG's `GATv2Conv` state_dict (`lin_l`, `lin_r` with biases, `att`) into
+/// `NodeClassifier::gatv2`, in f32.
+#[test]
+fn pyg_gatv2_f32_reproduces_pyg_output() {
+    let io = io();
+    let cpu = Cpu::<f32>::new();
+    let mut rng = StdRng::seed_from_u64(0);
+    let mut model = NodeClassifier::gatv2(&cpu, 5, 4, 2, 3, 0.6, &mut rng).unwrap();
+    load_pytorch_state_dict(&model, &fixture("state_dict_gatv2.safetensors")).unwrap();
+    let got = run(&cpu, &mut model, &io);
+    let want = matrix(&gat_io()["out_gatv2"]);
+    let d = max_abs_diff(&got, &want);
+    assert!(d < 1e-5, "max |diff| {d}");
+}
+
+/// A GAT state_dict into a model with other heads is refused, naming
+/// the attention vectors with their full PyTorch shape.
+#[test]
+fn a_gat_state_dict_with_other_heads_is_refused() {
+    let cpu = Cpu::<f64>::new();
+    let mut rng = StdRng::seed_from_u64(0);
+    let model = NodeClassifier::gat(&cpu, 5, 2, 4, 3, 0.6, &mut rng).unwrap();
+    let before: Vec<_> = model.params().iter().map(|p| p.to_array()).collect();
+    let err = load_pytorch_state_dict(&model, &fixture("state_dict_gat.safetensors")).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("conv1.att_src: wrong shape [1, 2, 4]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("conv1.att_dst: wrong shape [1, 2, 4]"),
+        "{text}"
+    );
+    let after: Vec<_> = model.params().iter().map(|p| p.to_array()).collect();
+    assert_eq!(before, after, "nothing assigned");
+    // GATv2's names are not GAT's.
+    let v2 = NodeClassifier::gatv2(&cpu, 5, 4, 2, 3, 0.6, &mut rng).unwrap();
+    let text = load_pytorch_state_dict(&v2, &fixture("state_dict_gat.safetensors"))
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("conv1.lin_l.weight"), "{text}");
+    assert!(text.contains("conv1.att_src"), "{text}");
+}
+
 #[test]
 fn weights_are_transposed_and_biases_are_rows() {
     let cpu = Cpu::<f64>::new();

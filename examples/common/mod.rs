@@ -194,6 +194,10 @@ pub enum ModelKind {
     Hdgcn,
     /// HD-ChebConv with the static `Â²` transition.
     HdgcnStatic,
+    /// GAT (`GatConv`; planetoid only).
+    Gat,
+    /// GATv2 (`GatV2Conv`; planetoid only).
+    Gatv2,
 }
 
 /// `--supernodes` when not given (the paper's M = 10).
@@ -296,6 +300,11 @@ impl AttnFlags {
 /// Recorded `nodes x width` tensors per step of a GCN layer: `X W`, `Â X W`,
 /// the bias, the activation and the dropout.
 const GCN_TERMS: u64 = 5;
+/// A GAT layer's recorded tensors in `nodes x width` units: `X W`, two
+/// `edges x width` tensors (gathered sources, weighted messages) at about
+/// five edges per node with self-loops, the aggregate, bias, activation
+/// and dropout.
+const GAT_TERMS: u64 = 16;
 /// Per Chebyshev term of a ChebConv: `X W_k` and the recurrence's `L̃ b`,
 /// `2 L̃ b` and difference.
 const CHEB_TERMS_PER_K: u64 = 4;
@@ -345,6 +354,16 @@ impl AttnFlags {
                     .checked_mul(u(h))?
                     .checked_add(u(h))?,
                 terms: u(k).checked_mul(CHEB_TERMS_PER_K)?.checked_add(GCN_TERMS)?,
+            },
+            // `h` is the width of all heads together; per-edge tensors
+            // (about four edges per node on Planetoid) as nodes x h terms.
+            ModelKind::Gat | ModelKind::Gatv2 => LayerCost {
+                params: u(d_in)
+                    .checked_add(2)?
+                    .checked_mul(if model == ModelKind::Gat { 1 } else { 2 })?
+                    .checked_add(1)?
+                    .checked_mul(u(h))?,
+                terms: GAT_TERMS,
             },
             ModelKind::Hdgcn | ModelKind::HdgcnStatic => {
                 let cfg = HdChebConfig::new(d_in, h, k);

@@ -211,9 +211,14 @@ pub struct NodeSettings {
     /// even; default 6). Not used by gcn.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub k: Option<usize>,
-    /// Hidden width (default 16; 64 for the hdgcn models, as the paper).
+    /// Hidden width (default 16; 64 for the hdgcn models, as the paper;
+    /// gat and gatv2: 8 per head, as PyG's examples/gat.py).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hidden: Option<usize>,
+    /// Attention heads of the first layer, concatenated (gat and gatv2
+    /// only; default 8). The output layer has one head.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heads: Option<usize>,
     /// Dropout probability, in `[0, 1)`.
     pub dropout: f64,
     /// Independent runs, with seeds `seed`, `seed + 1`, ...
@@ -264,6 +269,7 @@ impl Default for NodeSettings {
             model: ModelKind::Gcn,
             k: None,
             hidden: None,
+            heads: None,
             dropout: 0.5,
             runs: 10,
             seed: 0,
@@ -296,6 +302,13 @@ impl NodeSettings {
         };
         if s.is_hd() {
             s.train = hd_node_train();
+        }
+        if s.is_gat() {
+            // PyG's examples/gat.py: dropout 0.6 on the inputs and the
+            // attention, Adam at lr 0.005, weight decay 5e-4 on every layer.
+            s.dropout = 0.6;
+            s.train.lr = 0.005;
+            s.train.decay_first_layer_only = false;
         }
         s
     }
@@ -419,6 +432,26 @@ impl NodeSettings {
         matches!(self.model, ModelKind::Hdgcn | ModelKind::HdgcnStatic)
     }
 
+    /// Whether the model has a Chebyshev order `k` (cheb and the hdgcn
+    /// models).
+    pub fn has_k(&self) -> bool {
+        matches!(
+            self.model,
+            ModelKind::Cheb | ModelKind::Hdgcn | ModelKind::HdgcnStatic
+        )
+    }
+
+    /// Whether the model is gat or gatv2.
+    pub fn is_gat(&self) -> bool {
+        matches!(self.model, ModelKind::Gat | ModelKind::Gatv2)
+    }
+
+    /// `heads`, or 8 (gat and gatv2; 1 for the other models, which have
+    /// no heads).
+    pub fn heads(&self) -> usize {
+        self.heads.unwrap_or(if self.is_gat() { 8 } else { 1 })
+    }
+
     /// `k`, or the model's default (3 for cheb, 6 for the hdgcn models).
     pub fn k(&self) -> usize {
         self.k.unwrap_or(if self.is_hd() { 6 } else { 3 })
@@ -426,7 +459,13 @@ impl NodeSettings {
 
     /// `hidden`, or the model's default (16, or 64 for the hdgcn models).
     pub fn hidden(&self) -> usize {
-        self.hidden.unwrap_or(if self.is_hd() { 64 } else { 16 })
+        self.hidden.unwrap_or(if self.is_hd() {
+            64
+        } else if self.is_gat() {
+            8
+        } else {
+            16
+        })
     }
 
     /// The activation of the hdgcn models (relu unless `activation`).
@@ -509,6 +548,15 @@ impl NodeSettings {
         if self.hidden == Some(0) {
             return Err(invalid("hidden", "must be at least 1"));
         }
+        if self.heads.is_some() && !self.is_gat() {
+            return Err(invalid(
+                "heads",
+                format!("applies to gat and gatv2, not {}", flag_name(&self.model)),
+            ));
+        }
+        if self.heads == Some(0) {
+            return Err(invalid("heads", "must be at least 1"));
+        }
         for (key, p) in [
             ("dropout", self.dropout),
             ("attn_dropout", self.attn_dropout),
@@ -536,8 +584,11 @@ impl NodeSettings {
                 }
             }
         }
-        if self.model == ModelKind::Gcn && self.k.is_some() {
-            return Err(invalid("k", "gcn has no Chebyshev order"));
+        if !self.has_k() && self.k.is_some() {
+            return Err(invalid(
+                "k",
+                format!("{} has no Chebyshev order", flag_name(&self.model)),
+            ));
         }
         self.activation()?;
         self.check_memory()?;
@@ -570,11 +621,14 @@ impl NodeSettings {
         else {
             return Ok(());
         };
-        let (h, k) = (self.hidden(), self.k());
+        let (h, k) = (self.hidden() * self.heads(), self.k());
         let conv = self.attn().layer_cost(self.model, d_in, h, k);
         let head = (h as u64 + 1) * classes as u64;
         let settings = match self.model {
             ModelKind::Gcn => format!("hidden {h}"),
+            ModelKind::Gat | ModelKind::Gatv2 => {
+                format!("hidden {} x heads {}", self.hidden(), self.heads())
+            }
             ModelKind::Cheb | ModelKind::HdgcnStatic => format!("hidden {h}, k {k}"),
             ModelKind::Hdgcn => format!("hidden {h}, k {k}, supernodes {}", self.supernodes),
         };
@@ -607,6 +661,10 @@ impl NodeSettings {
         Ok(match self.model {
             ModelKind::Gcn => NodeClassifier::gcn(backend, d_in, h, classes, p, rng)?,
             ModelKind::Cheb => NodeClassifier::cheb(backend, d_in, h, classes, k, p, rng)?,
+            ModelKind::Gat => NodeClassifier::gat(backend, d_in, h, self.heads(), classes, p, rng)?,
+            ModelKind::Gatv2 => {
+                NodeClassifier::gatv2(backend, d_in, h, self.heads(), classes, p, rng)?
+            }
             ModelKind::Hdgcn | ModelKind::HdgcnStatic => {
                 let activation = self.activation()?;
                 let mut cfg = HdChebConfig::in_model(d_in, h, k, p);
@@ -811,8 +869,9 @@ pub fn run_node_with<B: Backend<Elem = f32>>(
         "model": model_name,
         "split": split,
         "runs": s.runs,
-        "k": (s.model != ModelKind::Gcn).then(|| s.k()),
+        "k": s.has_k().then(|| s.k()),
         "hidden": s.hidden(),
+        "heads": s.is_gat().then(|| s.heads()),
         "dropout": s.dropout,
         "seed": s.seed,
         "supernodes": dynamic.then_some(s.supernodes),

@@ -88,7 +88,8 @@ fn the_kept_flags_parse_and_the_moved_ones_do_not() {
         Some(NodeSplit::GeomGcn(3))
     );
     for bad in [
-        &["--model", "gat"][..],
+        &["--model", "gatv3"][..],
+        &["--heads", "4"],
         &["--split", "geom-gcn:10"],
         &["--runs", "0"],
         &["--supernodes", "12"],
@@ -129,6 +130,67 @@ fn defaults_follow_the_model_and_the_split() {
         .settings()
         .unwrap();
     assert_eq!(s.train_config(0, true).epochs, 30);
+}
+
+/// `--model gat` / `gatv2` are PyG's examples/gat.py, which is what
+/// configs/planetoid/*-gat.toml write out; `heads` is for them only.
+#[test]
+fn gat_defaults_are_pyg_examples_gat_py() {
+    for model in ["gat", "gatv2"] {
+        let s = parse(&["--model", model]).settings().unwrap();
+        assert_eq!((s.hidden(), s.heads(), s.dropout, s.runs), (8, 8, 0.6, 10));
+        let cfg = s.train_config(0, true);
+        assert_eq!((cfg.epochs, cfg.optimizer), (200, OptimizerKind::Adam));
+        assert_eq!((cfg.lr, cfg.weight_decay), (0.005, 5e-4));
+        assert!(!cfg.decay_first_layer_only);
+        assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/planetoid");
+    for ds in ["cora", "pubmed", "citeseer"] {
+        let f = NodeSettings::from_toml_file(&dir.join(format!("{ds}-gat.toml"))).unwrap();
+        let plain = parse(&["--model", "gat", "--dataset", ds])
+            .settings()
+            .unwrap();
+        assert_eq!(resolved(&f)["train"], resolved(&plain)["train"], "{ds}");
+        assert_eq!((f.hidden(), f.heads(), f.dropout), (8, 8, 0.6), "{ds}");
+        assert_eq!(f.model, ModelKind::Gat);
+        let r = f.reference.as_ref().unwrap();
+        let want = match ds {
+            "cora" => 83.0,
+            "citeseer" => 72.5,
+            _ => 79.0,
+        };
+        assert_eq!(r.accuracy, want, "{ds}");
+    }
+    let read = |text: &str| NodeSettings::from_toml_str(text, "t.toml");
+    let err = read("model = \"gcn\"\nheads = 4\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("key heads") && err.contains("gat"), "{err}");
+    let err = read("model = \"gat\"\nheads = 0\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("key heads"), "{err}");
+    let err = read("model = \"gatv2\"\nk = 3\n").unwrap_err().to_string();
+    assert!(err.contains("key k"), "{err}");
+    assert_eq!(read("model = \"gat\"\nheads = 2\n").unwrap().heads(), 2);
+}
+
+/// Two epochs of each attention model on the vendored Cora: the JSON
+/// names the model and its heads, and the accuracies are real numbers.
+#[test]
+fn gat_and_gatv2_train_on_cora() {
+    for model in ["gat", "gatv2"] {
+        let v = run_flags(&format!("--model {model} --runs 1 --epochs 2"), &[]);
+        assert_eq!(v["model"], model);
+        assert_eq!(
+            (v["heads"].as_u64(), v["hidden"].as_u64()),
+            (Some(8), Some(8))
+        );
+        assert!(v["k"].is_null(), "{v}");
+        let acc = v["test_acc_mean"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&acc), "{acc}");
+    }
 }
 
 #[test]
@@ -201,8 +263,8 @@ fn a_bad_config_names_the_file_the_key_and_the_problem() {
         ),
         (
             "model.toml",
-            "model = \"gat\"\n",
-            &["model.toml", "model", "unknown model 'gat'"],
+            "model = \"gatv3\"\n",
+            &["model.toml", "model", "unknown model 'gatv3'"],
         ),
         (
             "optimizer.toml",

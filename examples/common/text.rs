@@ -285,7 +285,7 @@ impl TextSettings {
         };
         match model {
             ModelKind::Hdgcn | ModelKind::HdgcnStatic => base,
-            ModelKind::Gcn | ModelKind::Cheb => TextSettings {
+            ModelKind::Gcn | ModelKind::Cheb | ModelKind::Gat | ModelKind::Gatv2 => TextSettings {
                 runs: 1,
                 train: baseline_text_train(),
                 ..base
@@ -440,6 +440,15 @@ impl TextSettings {
         }
         if self.model == ModelKind::Gcn && self.k.is_some() {
             return Err(bad("k", "gcn has no Chebyshev order"));
+        }
+        if matches!(self.model, ModelKind::Gat | ModelKind::Gatv2) {
+            return Err(bad(
+                "model",
+                format!(
+                    "{} is a model of the planetoid runner",
+                    flag_name(&self.model)
+                ),
+            ));
         }
         if self.window == 0 {
             return Err(bad("window", "must be at least 1"));
@@ -779,6 +788,12 @@ pub fn run_text<B: Backend<Elem = f32>>(
                     let mut cfg = HdChebConfig::in_model(d_in, h, k, s.dropout);
                     cfg.activation = activation;
                     attn.hd_cheb_conv(backend, model_kind, &cfg, &mut rng)?
+                }
+                ModelKind::Gat | ModelKind::Gatv2 => {
+                    return Err(Error::InvalidConfig(format!(
+                        "{} is a model of the planetoid runner",
+                        flag_name(&model_kind)
+                    )));
                 }
             });
         }

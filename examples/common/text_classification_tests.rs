@@ -168,7 +168,7 @@ fn the_issue_command_line_parses() {
         );
     }
     for bad in [
-        &["--model", "gat"][..],
+        &["--model", "gatv3"][..],
         &["--runs", "0"],
         &["--supernodes", "4"],
         &["--save", "a", "--load", "b"],
@@ -177,6 +177,11 @@ fn the_issue_command_line_parses() {
         assert!(Args::try_parse_from(argv).is_err(), "{bad:?}");
     }
     assert!(run_err(&parse(&["--split", "1.5"])).contains("split"));
+    // The attention models are the planetoid runner's.
+    for model in ["gat", "gatv2"] {
+        let err = run_err(&parse(&["--model", model]));
+        assert!(err.contains("planetoid runner"), "{err}");
+    }
 }
 
 #[test]
@@ -505,7 +510,7 @@ fn a_bad_config_fails_naming_the_file_and_the_key() {
             "train.lr",
             "invalid type",
         ),
-        ("value.toml", "model = \"gat\"\n", "model", "hdgcn-static"),
+        ("value.toml", "model = \"gatv3\"\n", "model", "hdgcn-static"),
         (
             "optim.toml",
             "[train]\noptimizer = \"lbfgs\"\n",

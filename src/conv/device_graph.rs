@@ -3,6 +3,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+use super::message_passing::{MessagePassing, SelfLoops};
 use crate::autograd::{Segments, SparseMatrix};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -22,6 +23,7 @@ pub struct DeviceGraph<B: Backend> {
     segments: Option<Segments<B>>,
     cache: RefCell<HashMap<String, SparseMatrix<B>>>,
     lambdas: RefCell<HashMap<String, Vec<f64>>>,
+    edges: RefCell<HashMap<SelfLoops, MessagePassing<B>>>,
 }
 
 fn lambda_key(norm: Normalization, lm: &LambdaMax) -> String {
@@ -39,6 +41,7 @@ impl<B: Backend> DeviceGraph<B> {
             segments: None,
             cache: RefCell::new(HashMap::new()),
             lambdas: RefCell::new(HashMap::new()),
+            edges: RefCell::new(HashMap::new()),
         }
     }
 
@@ -53,6 +56,7 @@ impl<B: Backend> DeviceGraph<B> {
             segments: Some(segments),
             cache: RefCell::new(HashMap::new()),
             lambdas: RefCell::new(HashMap::new()),
+            edges: RefCell::new(HashMap::new()),
         })
     }
 
@@ -117,6 +121,21 @@ impl<B: Backend> DeviceGraph<B> {
         }
         let m = SparseMatrix::from_csmat(&self.backend, &host)?;
         self.cache.borrow_mut().insert(key.to_string(), m.clone());
+        Ok(m)
+    }
+
+    /// The graph's edges sorted by target for message passing (every
+    /// stored adjacency entry one edge, weights ignored), built on first
+    /// use and cached per self-loop rule.
+    ///
+    /// # Errors
+    /// As [`MessagePassing::from_graph`].
+    pub fn message_passing(&self, self_loops: SelfLoops) -> Result<MessagePassing<B>> {
+        if let Some(m) = self.edges.borrow().get(&self_loops) {
+            return Ok(m.clone());
+        }
+        let m = MessagePassing::from_graph(&self.backend, &self.graph, self_loops)?;
+        self.edges.borrow_mut().insert(self_loops, m.clone());
         Ok(m)
     }
 

@@ -1,6 +1,7 @@
 //! Graph convolutions: the [`GraphConv`] trait and the layers that
-//! implement it ([`GcnConv`], [`ChebConv`]), and (feature `lapack`) the
-//! exact spectral filter `SpectralFilter`.
+//! implement it ([`GcnConv`], [`ChebConv`], [`GatConv`], [`GatV2Conv`]),
+//! [`MessagePassing`] to write edge-wise layers on, and (feature `lapack`)
+//! the exact spectral filter `SpectralFilter`.
 //!
 //! A layer from another crate plugs in by implementing [`GraphConv`] (and
 //! [`Module`] for its parameters): it receives the
@@ -10,15 +11,21 @@
 
 mod cheb;
 mod device_graph;
+mod gat;
+mod gatv2;
 mod gcn;
 mod hd_cheb;
+mod message_passing;
 #[cfg(feature = "lapack")]
 mod spectral_filter;
 
 pub use cheb::{ChebConv, ChebConvConfig};
 pub use device_graph::DeviceGraph;
+pub use gat::{GatConv, GatConvConfig};
+pub use gatv2::{GatV2Conv, GatV2ConvConfig};
 pub use gcn::GcnConv;
 pub use hd_cheb::{HdChaining, HdChebConfig, HdChebConv, HdUnit, StaticTransition, Transition};
+pub use message_passing::{MessagePassing, SelfLoops};
 #[cfg(feature = "lapack")]
 pub use spectral_filter::{SPECTRAL_FILTER_MAX_NODES, SpectralFilter, SpectralResponse};
 

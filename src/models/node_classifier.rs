@@ -5,7 +5,10 @@ use rand::Rng;
 
 use crate::autograd::{Tape, Var};
 use crate::backend::Backend;
-use crate::conv::{ChebConv, ChebConvConfig, DeviceGraph, GcnConv, GraphConv, HdChebConfig};
+use crate::conv::{
+    ChebConv, ChebConvConfig, DeviceGraph, GatConvConfig, GatV2ConvConfig, GcnConv, GraphConv,
+    HdChebConfig,
+};
 use crate::error::{Error, Result};
 use crate::nn::{Activation, Dropout, Features, Linear, Module, ParamVisitor};
 
@@ -197,6 +200,64 @@ impl<B: Backend> NodeClassifier<B> {
         let c1 = ChebConvConfig::new(d_in, hidden, k).build(backend, rng)?;
         let c2: ChebConv<B> = ChebConvConfig::new(hidden, classes, k).build(backend, rng)?;
         Self::new(vec![Box::new(c1), Box::new(c2)], dropout, Activation::Relu)
+    }
+
+    /// Two-layer GAT as PyG's `examples/gat.py`: `GatConv(in -> hidden,
+    /// heads)` (concatenated), ELU, `GatConv(hidden·heads -> classes, 1
+    /// head, concat = false)`; `dropout` on the inputs of both layers and
+    /// on both layers' attention coefficients.
+    ///
+    /// ```
+    /// use hdgcn::backend::Cpu;
+    /// use hdgcn::models::NodeClassifier;
+    /// use hdgcn::nn::Module;
+    /// use rand::SeedableRng;
+    /// let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    /// let model = NodeClassifier::gat(&Cpu::<f32>::new(), 10, 8, 8, 3, 0.6, &mut rng)?;
+    /// assert_eq!(model.convs[0].out_channels(), 64);
+    /// assert_eq!(model.named_params()[1].0, "conv1.att_src");
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    pub fn gat<R: Rng + ?Sized>(
+        backend: &B,
+        d_in: usize,
+        hidden: usize,
+        heads: usize,
+        classes: usize,
+        dropout: f64,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let mut c1 = GatConvConfig::new(d_in, hidden);
+        (c1.heads, c1.dropout) = (heads, dropout);
+        let mut c2 = GatConvConfig::new(c1.output_width(), classes);
+        (c2.concat, c2.dropout) = (false, dropout);
+        let convs: Vec<Box<dyn GraphConv<B>>> = vec![
+            Box::new(c1.build(backend, rng)?),
+            Box::new(c2.build(backend, rng)?),
+        ];
+        Self::new(convs, dropout, Activation::Elu(1.0))
+    }
+
+    /// [`NodeClassifier::gat`] with [`GatV2Conv`](crate::conv::GatV2Conv)
+    /// layers (same widths, heads, dropout and ELU).
+    pub fn gatv2<R: Rng + ?Sized>(
+        backend: &B,
+        d_in: usize,
+        hidden: usize,
+        heads: usize,
+        classes: usize,
+        dropout: f64,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let mut c1 = GatV2ConvConfig::new(d_in, hidden);
+        (c1.heads, c1.dropout) = (heads, dropout);
+        let mut c2 = GatV2ConvConfig::new(c1.output_width(), classes);
+        (c2.concat, c2.dropout) = (false, dropout);
+        let convs: Vec<Box<dyn GraphConv<B>>> = vec![
+            Box::new(c1.build(backend, rng)?),
+            Box::new(c2.build(backend, rng)?),
+        ];
+        Self::new(convs, dropout, Activation::Elu(1.0))
     }
 
     /// The last convolution; [`Error::InvalidConfig`] if `convs` was emptied.

@@ -14,6 +14,10 @@ pub enum TorchLayout {
     /// The transpose of PyTorch's: a [`Linear`](crate::nn::Linear) weight
     /// is `in x out` here and `[out, in]` in `torch.nn.Linear` / PyG.
     Transposed,
+    /// PyTorch's tensor has one more, leading dimension of size 1: a
+    /// `rows x cols` parameter here is `[1, rows, cols]` there (PyG's
+    /// attention vectors `att_src`, `att_dst`, `att`: `[1, heads, C]`).
+    LeadingOne,
 }
 
 enum Sink<'a, B: Backend> {
@@ -56,6 +60,13 @@ impl<'a, B: Backend> ParamVisitor<'a, B> {
     /// ([`TorchLayout::Transposed`], e.g. a `Linear` weight, `in x out`).
     pub fn param_transposed(&mut self, name: &str, p: &Param<B>) {
         self.report(name, p, TorchLayout::Transposed);
+    }
+
+    /// Reports a parameter that PyTorch stores with a leading dimension
+    /// of size 1 ([`TorchLayout::LeadingOne`], e.g. GAT's `att_src`,
+    /// `heads x C` here and `[1, heads, C]` in PyG).
+    pub fn param_leading_one(&mut self, name: &str, p: &Param<B>) {
+        self.report(name, p, TorchLayout::LeadingOne);
     }
 
     fn report(&mut self, name: &str, p: &Param<B>, layout: TorchLayout) {

@@ -14,7 +14,9 @@ use hdgcn::Float;
 use hdgcn::attention::MvcAttnConfig;
 use hdgcn::autograd::{Index, Param, Segments, SparseMatrix, Tape, Var};
 use hdgcn::backend::{Backend, Cpu, SegmentReduce};
-use hdgcn::conv::{ChebConv, DeviceGraph, GcnConv, GraphConv, HdChebConfig};
+use hdgcn::conv::{
+    ChebConv, DeviceGraph, GatConvConfig, GatV2ConvConfig, GcnConv, GraphConv, HdChebConfig,
+};
 use hdgcn::graph::{Batch, Graph};
 use hdgcn::nn::{Features, LayerNorm, Linear, Module};
 use hdgcn::optim::{
@@ -31,6 +33,8 @@ backend_tests!(
     sparse_input_with_dropout,
     gcn_conv,
     cheb_conv,
+    gat_conv,
+    gatv2_conv,
     hd_cheb_dynamic_on_a_batch,
     hd_cheb_dynamic_with_score_norm,
     hd_cheb_static,
@@ -241,6 +245,52 @@ fn cheb_conv<B: Backend<Elem = f32>>(b: &B) {
             let dg = DeviceGraph::new(t.backend(), g.clone());
             let y = m.forward(t, &dg, &constant(t, &x).into()).unwrap();
             let l = probe(t, &y, 11);
+            (y, l)
+        }
+    );
+}
+
+/// GAT, 3 heads concatenated, attention dropout in training mode (same
+/// masks on both backends), on a directed graph with a self-loop.
+fn gat_conv<B: Backend<Elem = f32>>(b: &B) {
+    let mut g = random_graph(20, 0.15, 12).adjacency().clone();
+    g.insert(3, 3, 1.0);
+    g.insert(4, 9, 1.0);
+    let g = Graph::from_csmat(&g).unwrap();
+    let x = rand_array(20, 6, 13, -1.0, 1.0);
+    compare_module!(
+        "gat",
+        b,
+        |bk| {
+            let mut c = GatConvConfig::new(6, 4);
+            (c.heads, c.dropout) = (3, 0.3);
+            c.build(bk, &mut rng()).unwrap()
+        },
+        |t, m| {
+            let dg = DeviceGraph::new(t.backend(), g.clone());
+            let y = m.forward(t, &dg, &constant(t, &x).into()).unwrap();
+            let l = probe(t, &y, 14);
+            (y, l)
+        }
+    );
+}
+
+/// GATv2, 2 heads averaged, on a batch of two graphs.
+fn gatv2_conv<B: Backend<Elem = f32>>(b: &B) {
+    let batch = Batch::new(&[random_graph(9, 0.3, 15), random_graph(12, 0.25, 16)]).unwrap();
+    let x = rand_array(21, 5, 17, -1.0, 1.0);
+    compare_module!(
+        "gatv2",
+        b,
+        |bk| {
+            let mut c = GatV2ConvConfig::new(5, 3);
+            (c.heads, c.concat) = (2, false);
+            c.build(bk, &mut rng()).unwrap()
+        },
+        |t, m| {
+            let dg = DeviceGraph::from_batch(t.backend(), &batch).unwrap();
+            let y = m.forward(t, &dg, &constant(t, &x).into()).unwrap();
+            let l = probe(t, &y, 18);
             (y, l)
         }
     );

@@ -45,6 +45,7 @@ mod common;
 mod elementwise;
 mod layers;
 mod matmul;
+mod message_passing;
 #[cfg(feature = "wgpu")]
 mod pool;
 mod reduce;

@@ -262,6 +262,19 @@ pub(crate) fn segment_reduce<F: Float>(
                 // Column sums of blocks of rows (in parallel for a large
                 // segment), added in order.
                 let seg = &xs[a * cols..b * cols];
+                if seg.len() < 4 * PAR_THRESHOLD {
+                    // One block (the sums `add_parts` would give): summed
+                    // in place, without the per-segment vectors that
+                    // dominate many small segments (message passing).
+                    for r in seg.chunks_exact(cols) {
+                        o.iter_mut().zip(r).for_each(|(o, &v)| *o += v);
+                    }
+                    if op == SegmentReduce::Mean {
+                        let n = F::from_usize(b - a).expect("usize");
+                        o.iter_mut().for_each(|v| *v /= n);
+                    }
+                    continue;
+                }
                 let blocks = seg.chunks(block_len(seg.len(), cols)).collect();
                 let parts = map_blocks(blocks, |_, block: &[F]| {
                     let mut sum = vec![F::zero(); cols];
@@ -335,8 +348,17 @@ pub(crate) fn segment_reduce_grad_add<F: Float>(
                 } else {
                     F::one()
                 };
+                let seg = &mut acc[a * cols..b * cols];
+                if seg.len() < 4 * PAR_THRESHOLD {
+                    // One block: no per-segment vector (many small segments).
+                    let dy = dy.row(s);
+                    for o in seg.chunks_exact_mut(cols) {
+                        o.iter_mut().zip(&dy).for_each(|(o, &d)| *o += d * scale);
+                    }
+                    continue;
+                }
                 let d: Vec<F> = dy.row(s).iter().map(|&d| d * scale).collect();
-                for_row_blocks(&mut acc[a * cols..b * cols], cols, |_, block| {
+                for_row_blocks(seg, cols, |_, block| {
                     for o in block.chunks_exact_mut(cols) {
                         o.iter_mut().zip(&d).for_each(|(o, &d)| *o += d);
                     }
@@ -362,6 +384,8 @@ pub(crate) fn segment_softmax<F: Float>(x: &Array2<F>, ptr: &[u32]) -> Array2<F>
     let mut out = x.as_standard_layout().into_owned();
     let c = out.ncols();
     let data = out.as_slice_mut().expect("standard layout");
+    // Column maxima and sums of a one-block segment, reused.
+    let (mut mx1, mut sum1) = (vec![F::neg_infinity(); c], vec![F::zero(); c]);
     for s in 0..ptr.len() - 1 {
         let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
         if a == b || c == 0 {
@@ -369,6 +393,26 @@ pub(crate) fn segment_softmax<F: Float>(x: &Array2<F>, ptr: &[u32]) -> Array2<F>
         }
         let seg = &mut data[a * c..b * c];
         let len = block_len(seg.len(), c);
+        if len == seg.len() {
+            // One block: the same operations in the same order as below,
+            // without the per-segment vectors that dominate many small
+            // segments (an edge softmax has one per node).
+            mx1.fill(F::neg_infinity());
+            sum1.fill(F::zero());
+            for row in seg.chunks_exact(c) {
+                mx1.iter_mut().zip(row).for_each(|(m, &v)| *m = m.max(v));
+            }
+            for row in seg.chunks_exact_mut(c) {
+                for ((v, &m), s) in row.iter_mut().zip(&mx1).zip(sum1.iter_mut()) {
+                    *v = (*v - m).exp();
+                    *s += *v;
+                }
+            }
+            for row in seg.chunks_exact_mut(c) {
+                row.iter_mut().zip(&sum1).for_each(|(v, &s)| *v /= s);
+            }
+            continue;
+        }
         // Column maxima (exact in any order), then the exponentials with
         // per-block column sums added in block order, then the division.
         let maxima = map_blocks(seg.chunks(len).collect(), |_, rows: &[F]| {
@@ -413,6 +457,7 @@ pub(crate) fn segment_softmax_grad<F: Float>(
     let c = out.ncols();
     let data = out.as_slice_mut().expect("standard layout");
     let ys = y.as_slice().expect("standard layout");
+    let mut dot1 = vec![F::zero(); c];
     for s in 0..ptr.len() - 1 {
         let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
         if a == b || c == 0 {
@@ -420,6 +465,21 @@ pub(crate) fn segment_softmax_grad<F: Float>(
         }
         let (gs, yseg) = (&mut data[a * c..b * c], &ys[a * c..b * c]);
         let len = block_len(gs.len(), c);
+        if len == gs.len() {
+            // One block, as below without the per-segment vectors.
+            dot1.fill(F::zero());
+            for (g, y) in gs.chunks_exact(c).zip(yseg.chunks_exact(c)) {
+                for ((d, &g), &y) in dot1.iter_mut().zip(g).zip(y) {
+                    *d += g * y;
+                }
+            }
+            for (g, y) in gs.chunks_exact_mut(c).zip(yseg.chunks_exact(c)) {
+                for ((g, &y), &d) in g.iter_mut().zip(y).zip(&dot1) {
+                    *g = y * (*g - d);
+                }
+            }
+            continue;
+        }
         // Per-block column dot products <g, y>, added in block order.
         let blocks = gs.chunks(len).zip(yseg.chunks(len)).collect();
         let parts = map_blocks(blocks, |_, (g, y): (&[F], &[F])| {
