@@ -1,6 +1,7 @@
 //! Graph convolutions: the [`GraphConv`] trait and the layers that
-//! implement it ([`GcnConv`], [`ChebConv`]), and (feature `lapack`) the
-//! exact spectral filter `SpectralFilter`.
+//! implement it ([`GcnConv`], [`ChebConv`], [`SageConv`], [`GinConv`],
+//! [`Gcn2Conv`], [`Appnp`]), and (feature `lapack`) the exact spectral
+//! filter `SpectralFilter`.
 //!
 //! A layer from another crate plugs in by implementing [`GraphConv`] (and
 //! [`Module`] for its parameters): it receives the
@@ -8,17 +9,25 @@
 //! [`DeviceGraph::operator`], and composes [`Var`] operations, so autograd
 //! and every backend work for it unchanged.
 
+mod appnp;
 mod cheb;
 mod device_graph;
 mod gcn;
+mod gcn2;
+mod gin;
 mod hd_cheb;
+mod sage;
 #[cfg(feature = "lapack")]
 mod spectral_filter;
 
+pub use appnp::Appnp;
 pub use cheb::{ChebConv, ChebConvConfig};
 pub use device_graph::DeviceGraph;
 pub use gcn::GcnConv;
+pub use gcn2::{Gcn2Conv, Gcn2ConvConfig};
+pub use gin::{GinConv, GinNn};
 pub use hd_cheb::{HdChaining, HdChebConfig, HdChebConv, HdUnit, StaticTransition, Transition};
+pub use sage::{SageConv, SageConvConfig};
 #[cfg(feature = "lapack")]
 pub use spectral_filter::{SPECTRAL_FILTER_MAX_NODES, SpectralFilter, SpectralResponse};
 
