@@ -204,3 +204,69 @@ fn gcn2_state_dict_keeps_pyg_layout() {
     );
     assert_eq!(d, ["unexpected tensor weight2"]);
 }
+
+/// PyG's `gcn2_cora.py` and `benchmark/citation/appnp.py` models (the
+/// crate's `Gcn2Net` and `AppnpNet`, same parameter names) in eval mode.
+#[test]
+fn gcnii_and_appnp_models_load_and_reproduce_pyg() {
+    use hdgcn::models::{AppnpNet, Gcn2Net};
+    use hdgcn::nn::Module;
+    let io = io();
+    let cpu = Cpu::<f64>::new();
+    let mut rng = StdRng::seed_from_u64(0);
+    let g = DeviceGraph::new(&cpu, graph(&io));
+    let mut gcn2 = Gcn2Net::new(&cpu, 5, 4, 3, 3, 0.1, 0.5, true, 0.6, &mut rng).unwrap();
+    load_pytorch_state_dict(&gcn2, &fixture("state_dict_gcn2net.safetensors")).unwrap();
+    gcn2.set_training(false);
+    let mut appnp = AppnpNet::new(&cpu, 5, 4, 3, 10, 0.1, 0.5, &mut rng).unwrap();
+    load_pytorch_state_dict(&appnp, &fixture("state_dict_appnpnet.safetensors")).unwrap();
+    appnp.set_training(false);
+    let models: [(&str, &dyn GraphConv<Cpu<f64>>); 2] = [("gcn2net", &gcn2), ("appnpnet", &appnp)];
+    for (name, m) in models {
+        let tape = Tape::inference(&cpu);
+        let y = m
+            .forward(&tape, &g, &input(&tape, &io["x"]).into())
+            .unwrap();
+        let err = max_err(&y, &io[format!("out_{name}")]);
+        assert!(err < 1e-12, "{name}: {err:e}");
+    }
+    // A model of another depth names the layers that differ.
+    let deep = Gcn2Net::new(&cpu, 5, 4, 3, 4, 0.1, 0.5, true, 0.6, &mut rng).unwrap();
+    let d = mismatch(
+        load_pytorch_state_dict(&deep, &fixture("state_dict_gcn2net.safetensors")).unwrap_err(),
+    );
+    assert_eq!(d, ["missing tensor convs.3.weight1"]);
+}
+
+/// Gradient checks of the two models (eval mode: no dropout) w.r.t. every
+/// parameter.
+#[test]
+fn gradcheck_gcnii_and_appnp_models() {
+    use hdgcn::autograd::gradcheck::check_params;
+    use hdgcn::models::{AppnpNet, Gcn2Net};
+    use hdgcn::nn::Module;
+    let io = io();
+    let cpu = Cpu::<f64>::new();
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut gcn2 = Gcn2Net::new(&cpu, 5, 4, 3, 3, 0.1, 0.5, false, 0.5, &mut rng).unwrap();
+    gcn2.set_training(false);
+    let mut appnp = AppnpNet::new(&cpu, 5, 4, 3, 4, 0.2, 0.5, &mut rng).unwrap();
+    appnp.set_training(false);
+    let models: [(&str, &dyn GraphConv<Cpu<f64>>); 2] = [("gcn2net", &gcn2), ("appnpnet", &appnp)];
+    for (name, m) in models {
+        let r = check_params(
+            &m.named_params(),
+            |t| {
+                let g = DeviceGraph::new(t.backend(), graph(&io));
+                let y = m.forward(t, &g, &input(t, &io["x"]).into())?;
+                let w = t.constant_array(&Array2::from_shape_fn(y.shape(), |(i, j)| {
+                    ((i * 7 + j * 3) % 5) as f64 - 2.0
+                }));
+                Ok(y.mul(&w)?.sum_all())
+            },
+            1e-6,
+        )
+        .unwrap();
+        assert!(r.checked > 0 && r.max_error < 1e-7, "{name}: {r:?}");
+    }
+}
