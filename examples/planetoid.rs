@@ -41,10 +41,11 @@ struct Args {
     /// cora | citeseer | pubmed [default: cora]
     #[arg(long)]
     dataset: Option<String>,
-    /// gcn | cheb | hdgcn | hdgcn-static [default: gcn]
+    /// gcn | cheb | hdgcn | hdgcn-static | sage | gin | gcnii | appnp [default: gcn]
     #[arg(long, value_enum, ignore_case = true)]
     model: Option<ModelKind>,
-    /// Chebyshev terms (cheb: default 3) or order K (hdgcn*: even, default 6).
+    /// Chebyshev terms (cheb: default 3), order K (hdgcn*: even, default 6)
+    /// or APPNP's propagation steps (appnp: default 10).
     #[arg(long)]
     k: Option<usize>,
     /// public | full (geom-gcn 60/20/20 splits; run r uses split r mod 10) |

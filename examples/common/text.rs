@@ -285,7 +285,7 @@ impl TextSettings {
         };
         match model {
             ModelKind::Hdgcn | ModelKind::HdgcnStatic => base,
-            ModelKind::Gcn | ModelKind::Cheb => TextSettings {
+            _ => TextSettings {
                 runs: 1,
                 train: baseline_text_train(),
                 ..base
@@ -439,6 +439,12 @@ impl TextSettings {
         }
         if self.model == ModelKind::Gcn && self.k.is_some() {
             return Err(bad("k", "gcn has no Chebyshev order"));
+        }
+        if self.model.is_node_only() {
+            return Err(bad(
+                "model",
+                format!("{} is a planetoid model", flag_name(&self.model)),
+            ));
         }
         if self.window == 0 {
             return Err(bad("window", "must be at least 1"));
@@ -774,7 +780,7 @@ pub fn run_text<B: Backend<Elem = f32>>(
                 ModelKind::Cheb => {
                     Box::new(ChebConvConfig::new(d_in, h, k).build(backend, &mut rng)?)
                 }
-                ModelKind::Hdgcn | ModelKind::HdgcnStatic => {
+                _ => {
                     let mut cfg = HdChebConfig::in_model(d_in, h, k, s.dropout);
                     cfg.activation = activation;
                     attn.hd_cheb_conv(backend, model_kind, &cfg, &mut rng)?
