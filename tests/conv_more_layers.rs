@@ -644,6 +644,57 @@ proptest! {
 
 // ----- invalid input ------------------------------------------------------
 
+/// A network that does not start with a `Linear` layer (`tanh` first).
+struct Opaque(Linear<C>);
+
+impl Opaque {
+    fn gin(cpu: &C) -> GinConv<C, Opaque> {
+        let lin = Linear::new(cpu, 4, 2, true, &mut rng0()).unwrap();
+        GinConv::new(cpu, Opaque(lin), 0.1, true).unwrap()
+    }
+}
+
+impl Module<C> for Opaque {
+    fn visit_params(&self, v: &mut hdgcn::nn::ParamVisitor<'_, C>) {
+        v.child("lin", &self.0);
+    }
+}
+
+impl hdgcn::conv::GinNn<C> for Opaque {
+    fn in_features(&self) -> usize {
+        4
+    }
+    fn out_features(&self) -> usize {
+        2
+    }
+    fn forward(&self, tape: &Tape<C>, x: &Var<C>) -> Result<Var<C>> {
+        self.0.forward_on(tape, &x.tanh().into())
+    }
+}
+
+/// A GIN network without a leading `Linear` is aggregated on its input,
+/// and matches the sum computed by hand.
+#[test]
+fn gin_around_any_module() {
+    let cpu = C::new();
+    let mut rng = StdRng::seed_from_u64(8);
+    let e = directed_edges(&mut rng, 8, 0.3);
+    let g = Graph::from_weighted_edges(8, &e).unwrap();
+    let x = rand_mat(&mut rng, 8, 4);
+    let gin = Opaque::gin(&cpu);
+    randomise(&gin, 4);
+    let eps = gin.eps.to_array()[[0, 0]];
+    let (w, b) = (
+        gin.nn.0.weight.to_array(),
+        gin.nn.0.bias.as_ref().unwrap().to_array(),
+    );
+    let h = scatter(8, &e, &x, false) + &(&x * (1.0 + eps));
+    let want = h.mapv(f64::tanh).dot(&w) + &b;
+    assert!(max_abs_diff(&forward(&gin, &g, &x), &want) < 1e-12);
+    let r = check_params(&gin.named_params(), |t| conv_loss(&gin, t, &g, &x), 1e-6).unwrap();
+    assert_ok("gin around a module without a leading Linear", r);
+}
+
 #[test]
 fn invalid_configurations_and_inputs_are_errors() {
     let cpu = C::new();
@@ -680,19 +731,22 @@ fn invalid_configurations_and_inputs_are_errors() {
         )
         .unwrap(),
     );
-    for conv in [&gin as &dyn GraphConv<C>, &gcn2, &appnp] {
+    for conv in [&gcn2 as &dyn GraphConv<C>, &appnp, &Opaque::gin(&cpu)] {
         assert!(matches!(
             conv.forward(&tape, &g, &sparse),
             Err(Error::InvalidConfig(_))
         ));
     }
-    // SageConv keeps sparse features sparse and agrees with dense ones.
-    let from_sparse = sage.forward(&tape, &g, &sparse).unwrap().to_array();
-    let from_dense = sage
-        .forward(&tape, &g, &tape.constant_array(&dense).into())
-        .unwrap()
-        .to_array();
-    assert!(max_abs_diff(&from_sparse, &from_dense) < 1e-14);
+    // SageConv and GinConv (around a Linear) keep sparse features sparse
+    // and agree with dense ones.
+    for conv in [&sage as &dyn GraphConv<C>, &gin] {
+        let from_sparse = conv.forward(&tape, &g, &sparse).unwrap().to_array();
+        let from_dense = conv
+            .forward(&tape, &g, &tape.constant_array(&dense).into())
+            .unwrap()
+            .to_array();
+        assert!(max_abs_diff(&from_sparse, &from_dense) < 1e-14);
+    }
     // Bad hyper-parameters.
     assert!(Appnp::new(4, 2, f64::NAN).is_err());
     assert!(Appnp::with_dropout(4, 2, 0.1, 1.0).is_err());

@@ -18,7 +18,7 @@ use std::str::FromStr;
 
 use clap::ValueEnum;
 use hdgcn::attention::Routing;
-use hdgcn::autograd::{Gradients, Param, SparseMatrix, Tape};
+use hdgcn::autograd::{Gradients, Param, SparseMatrix};
 use hdgcn::backend::{Backend, BinaryOp, Cpu, Device, UnaryOp};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{DeviceGraph, GinConv, GraphConv, HdChebConfig, SageConv};
@@ -937,16 +937,9 @@ pub fn run_node_with<B: Backend<Elem = f32>>(
     } else {
         data.row_normalized_features()
     };
-    // GIN sums neighbours on the input width: dense features.
-    let features = if s.model == ModelKind::Gin {
-        let dense = x.to_dense();
-        Features::Dense(Tape::new(backend).constant_array(&dense))
-    } else {
-        Features::Sparse(SparseMatrix::from_csmat(backend, &x)?)
-    };
     let mut task = NodeTask {
         graph: DeviceGraph::new(backend, graph),
-        features,
+        features: Features::Sparse(SparseMatrix::from_csmat(backend, &x)?),
         labels: data.labels.clone(),
         num_classes: data.num_classes,
         split: data.public_split.clone(),

@@ -20,6 +20,23 @@ pub trait GinNn<B: Backend>: Module<B> {
     /// # Errors
     /// Whatever the network's forward pass returns.
     fn forward(&self, tape: &Tape<B>, x: &Var<B>) -> Result<Var<B>>;
+
+    /// The network's first layer when it is a [`Linear`] (default: none).
+    /// [`GinConv`] then aggregates after that layer, `W(Σ x_j) = Σ W x_j`,
+    /// on the layer's output width and with sparse input features kept
+    /// sparse, and finishes with [`GinNn::forward_after_first`].
+    fn first_linear(&self) -> Option<&Linear<B>> {
+        None
+    }
+
+    /// The rest of the network after [`GinNn::first_linear`], applied to
+    /// that layer's output `h`. Called only when `first_linear` is `Some`.
+    ///
+    /// # Errors
+    /// Whatever the network's forward pass returns.
+    fn forward_after_first(&self, _tape: &Tape<B>, h: &Var<B>) -> Result<Var<B>> {
+        Ok(h.clone())
+    }
 }
 
 impl<B: Backend> GinNn<B> for Mlp<B> {
@@ -33,6 +50,19 @@ impl<B: Backend> GinNn<B> for Mlp<B> {
 
     fn forward(&self, tape: &Tape<B>, x: &Var<B>) -> Result<Var<B>> {
         Mlp::forward(self, tape, &Features::Dense(x.clone()))
+    }
+
+    fn first_linear(&self) -> Option<&Linear<B>> {
+        self.lins.first()
+    }
+
+    fn forward_after_first(&self, tape: &Tape<B>, h: &Var<B>) -> Result<Var<B>> {
+        let mut h = h.clone();
+        for lin in self.lins.iter().skip(1) {
+            h = self.dropout.forward(&self.activation.apply(&h))?;
+            h = lin.forward_on(tape, &Features::Dense(h))?;
+        }
+        Ok(h)
     }
 }
 
@@ -48,6 +78,10 @@ impl<B: Backend> GinNn<B> for Linear<B> {
     fn forward(&self, tape: &Tape<B>, x: &Var<B>) -> Result<Var<B>> {
         self.forward_on(tape, &Features::Dense(x.clone()))
     }
+
+    fn first_linear(&self) -> Option<&Linear<B>> {
+        Some(self)
+    }
 }
 
 /// The graph isomorphism operator (Xu et al. 2019), exactly PyG's
@@ -58,7 +92,10 @@ impl<B: Backend> GinNn<B> for Linear<B> {
 /// The sum runs over every stored edge into `i` (existing self-loops
 /// included, none added); edge weights are ignored, as PyG's `GINConv`
 /// ignores them ([`Graph::sum_operator`](crate::graph::Graph::sum_operator)).
-/// Input features must be dense (the sum is taken on the input width).
+/// When the network starts with a [`Linear`] layer ([`GinNn::first_linear`]:
+/// [`Mlp`] and [`Linear`] do) the sum is taken after it, `(1 + ε) x_i W +
+/// Σ x_j W + b`, equal by linearity and cheaper, and sparse input features
+/// stay sparse; otherwise input features must be dense.
 ///
 /// Parameters (PyG's names): the network's under `nn.` (an [`Mlp`] gives
 /// `nn.lins.0.weight`, ...) and `eps` (`1 x 1`). `eps` is trained only
@@ -138,15 +175,30 @@ impl<B: Backend, M: GinNn<B>> GraphConv<B> for GinConv<B, M> {
                 format!("{:?}", self.eps.shape()),
             ));
         }
-        let x = x.dense()?;
         let sum = graph.operator("sum", |g| g.sum_operator())?;
         let eps = if self.train_eps {
             tape.param(&self.eps)
         } else {
             tape.constant(self.eps.value().clone())
         };
-        let h = sum.matmul(x)?.add(&x.mul(&eps.affine(1.0, 1.0))?)?;
-        self.nn.forward(tape, &h)
+        // (1 + ε) x_i + Σ_j x_j on rows `y`.
+        let combine = |y: &Var<B>| sum.matmul(y)?.add(&y.mul(&eps.affine(1.0, 1.0))?);
+        if let Some(lin) = self.nn.first_linear() {
+            let (d_in, d_out) = (self.in_channels(), lin.out_features());
+            if lin.weight.shape() != (d_in, d_out) {
+                return Err(Error::shape(
+                    "GinConv first linear layer",
+                    format!("({d_in}, {d_out})"),
+                    format!("{:?}", lin.weight.shape()),
+                ));
+            }
+            let mut h = combine(&x.matmul(&tape.param(&lin.weight))?)?;
+            if let Some(b) = &lin.bias {
+                h = h.add(&tape.param(b))?;
+            }
+            return self.nn.forward_after_first(tape, &h);
+        }
+        self.nn.forward(tape, &combine(x.dense()?)?)
     }
 }
 
