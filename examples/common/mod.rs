@@ -323,8 +323,10 @@ const CHEB_TERMS_PER_K: u64 = 4;
 const HD_UNIT_TERMS: u64 = 3;
 const STATIC_TRANSITION_TERMS: u64 = 1;
 const MVCATTN_TERMS: u64 = 2;
-/// Recorded `nodes x width` tensors per GCNII layer: dropout, `Â H`, its
-/// scaling, the residual sum, `(1 - β)·`, `H W`, `β·`, the sum and the ReLU.
+/// `nodes x width` tensors per GCNII layer: it records 7 (the dropout's mask
+/// and output, `(1 - α) Â H`, `α X_0`, their sum, the product with the mixed
+/// weight and the ReLU); 2 more are counted for the transients of the
+/// backward pass.
 const GCNII_TERMS_PER_LAYER: u64 = 9;
 
 /// What one convolution `d_in -> h` costs in a training step: its
