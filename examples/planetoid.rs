@@ -1,5 +1,6 @@
 //! Node classification on Planetoid citation graphs (Cora, CiteSeer, PubMed)
-//! with GCN, ChebNet or HDGCN, on the public split or the geom-gcn
+//! with GCN, ChebNet, HDGCN, GraphSAGE, GIN, GCNII or APPNP, on the public
+//! split or the geom-gcn
 //! full-supervised splits: a runner over `NodeSettings`
 //! (`examples/common/node.rs`).
 //!
@@ -14,7 +15,12 @@
 //! Welling's protocol for gcn and cheb, the paper's settings for hdgcn and
 //! hdgcn-static (K = 6, hidden 64, M = 10, AdaBelief at lr 1e-5, no weight
 //! decay), so that `--model hdgcn --split full` is
-//! `configs/paper/table5-cora-hdgcn.toml`.
+//! `configs/paper/table5-cora-hdgcn.toml`; PyG's examples for gcnii
+//! (`gcn2_cora.py`: 64 layers, hidden 64, α 0.1, θ 0.5, dropout 0.6, weight
+//! decay 0.01 on the convolutions and 5e-4 on the linears, 1000 epochs) and
+//! appnp (`benchmark/citation/appnp.py`: hidden 64, K 10, α 0.1); GCN's
+//! loop for sage (hidden 16) and gin (hidden 64). GCNII's and APPNP's
+//! `layers`, `alpha`, `theta` and `conv_weight_decay` are config keys.
 //! Accuracies are printed in percent. With `--json` the last stdout line is
 //! one JSON object (dataset, model, split, runs, test_acc_mean, test_acc_std,
 //! val_acc_mean, train_step_ms_median, peak_rss_mb, test_accs, val_accs, ...).
