@@ -1,5 +1,6 @@
 //! Node classification on Planetoid citation graphs (Cora, CiteSeer, PubMed)
-//! with GCN, ChebNet, GAT, GATv2 or HDGCN, on the public split or the geom-gcn
+//! with GCN, ChebNet, HDGCN, GAT, GATv2, GraphSAGE, GIN, GCNII or APPNP, on
+//! the public split or the geom-gcn
 //! full-supervised splits: a runner over `NodeSettings`
 //! (`examples/common/node.rs`).
 //!
@@ -15,7 +16,12 @@
 //! gatv2 (8 heads of 8, dropout 0.6, lr 0.005), the paper's settings for hdgcn and
 //! hdgcn-static (K = 6, hidden 64, M = 10, AdaBelief at lr 1e-5, no weight
 //! decay), so that `--model hdgcn --split full` is
-//! `configs/paper/table5-cora-hdgcn.toml`.
+//! `configs/paper/table5-cora-hdgcn.toml`; PyG's examples for gcnii
+//! (`gcn2_cora.py`: 64 layers, hidden 64, α 0.1, θ 0.5, dropout 0.6, weight
+//! decay 0.01 on the convolutions and 5e-4 on the linears, 1000 epochs) and
+//! appnp (`benchmark/citation/appnp.py`: hidden 64, K 10, α 0.1); GCN's
+//! loop for sage (hidden 16) and gin (hidden 64). GCNII's and APPNP's
+//! `layers`, `alpha`, `theta` and `conv_weight_decay` are config keys.
 //! Accuracies are printed in percent. With `--json` the last stdout line is
 //! one JSON object (dataset, model, split, runs, test_acc_mean, test_acc_std,
 //! val_acc_mean, train_step_ms_median, peak_rss_mb, test_accs, val_accs, ...).
@@ -42,10 +48,12 @@ struct Args {
     /// cora | citeseer | pubmed [default: cora]
     #[arg(long)]
     dataset: Option<String>,
-    /// gcn | cheb | hdgcn | hdgcn-static | gat | gatv2 [default: gcn]
+    /// gcn | cheb | hdgcn | hdgcn-static | gat | gatv2 | sage | gin | gcnii | appnp
+    /// [default: gcn]
     #[arg(long, value_enum, ignore_case = true)]
     model: Option<ModelKind>,
-    /// Chebyshev terms (cheb: default 3) or order K (hdgcn*: even, default 6).
+    /// Chebyshev terms (cheb: default 3), order K (hdgcn*: even, default 6)
+    /// or APPNP's propagation steps (appnp: default 10).
     #[arg(long)]
     k: Option<usize>,
     /// public | full (geom-gcn 60/20/20 splits; run r uses split r mod 10) |

@@ -198,6 +198,29 @@ pub enum ModelKind {
     Gat,
     /// GATv2 (`GatV2Conv`; planetoid only).
     Gatv2,
+    /// GraphSAGE (`SageConv`, mean aggregation; planetoid only).
+    Sage,
+    /// GIN (`GinConv` around a two-layer MLP; planetoid only).
+    Gin,
+    /// GCNII (`models::Gcn2Net`; planetoid only).
+    Gcnii,
+    /// APPNP (`models::AppnpNet`; planetoid only).
+    Appnp,
+}
+
+impl ModelKind {
+    /// The models only the planetoid runner builds.
+    pub fn is_node_only(self) -> bool {
+        matches!(
+            self,
+            ModelKind::Gat
+                | ModelKind::Gatv2
+                | ModelKind::Sage
+                | ModelKind::Gin
+                | ModelKind::Gcnii
+                | ModelKind::Appnp
+        )
+    }
 }
 
 /// `--supernodes` when not given (the paper's M = 10).
@@ -315,6 +338,11 @@ const CHEB_TERMS_PER_K: u64 = 4;
 const HD_UNIT_TERMS: u64 = 3;
 const STATIC_TRANSITION_TERMS: u64 = 1;
 const MVCATTN_TERMS: u64 = 2;
+/// `nodes x width` tensors per GCNII layer: it records 7 (the dropout's mask
+/// and output, `(1 - α) Â H`, `α X_0`, their sum, the product with the mixed
+/// weight and the ReLU); 2 more are counted for the transients of the
+/// backward pass.
+const GCNII_TERMS_PER_LAYER: u64 = 9;
 
 /// What one convolution `d_in -> h` costs in a training step: its
 /// parameters, and the `nodes x h` tensors it records (`terms`; the memory
@@ -382,6 +410,27 @@ impl AttnFlags {
                         .checked_add(GCN_TERMS + 4)?,
                 }
             }
+            // Two layers of `d_in -> h` width (GIN: with its MLP's second
+            // linear layer); APPNP's K steps and GCNII's `k` layers (`k` is
+            // the number of layers there) each record a few `N x h` tensors.
+            ModelKind::Sage => LayerCost {
+                params: gcn.checked_add(u(d_in).checked_mul(u(h))?)?,
+                terms: GCN_TERMS + 2,
+            },
+            ModelKind::Gin => LayerCost {
+                params: gcn.checked_add(u(h).checked_add(1)?.checked_mul(u(h))?)?,
+                terms: GCN_TERMS + 4,
+            },
+            ModelKind::Appnp => LayerCost {
+                params: gcn,
+                terms: u(k).checked_mul(3)?.checked_add(GCN_TERMS)?,
+            },
+            ModelKind::Gcnii => LayerCost {
+                params: gcn.checked_add(u(k).checked_mul(u(h))?.checked_mul(u(h))?)?,
+                terms: u(k)
+                    .checked_mul(GCNII_TERMS_PER_LAYER)?
+                    .checked_add(GCN_TERMS)?,
+            },
         })
     }
 }

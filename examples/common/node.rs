@@ -18,17 +18,18 @@ use std::str::FromStr;
 
 use clap::ValueEnum;
 use hdgcn::attention::Routing;
-use hdgcn::autograd::SparseMatrix;
-use hdgcn::backend::{Backend, Cpu, Device};
+use hdgcn::autograd::{Gradients, Param, SparseMatrix};
+use hdgcn::backend::{Backend, BinaryOp, Cpu, Device, UnaryOp};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
-use hdgcn::conv::{DeviceGraph, HdChebConfig};
+use hdgcn::conv::{DeviceGraph, GinConv, GraphConv, HdChebConfig, SageConv};
 use hdgcn::data::{Planetoid, UnlabelledNodes, data_root, geom_gcn_dir, planetoid_dir};
 use hdgcn::graph::Graph;
-use hdgcn::models::NodeClassifier;
-use hdgcn::nn::{Activation, Features};
+use hdgcn::models::{AppnpNet, Gcn2Net, NodeClassifier};
+use hdgcn::nn::{Activation, Features, Mlp, Module};
 use hdgcn::optim::OptimizerKind;
 use hdgcn::train::{
-    NodeStep, NodeTask, NodeTrainConfig, Trainer, evaluate_nodes, train_node_classifier,
+    Hook, NodeBatch, NodeStep, NodeTask, NodeTrainConfig, NodeTrainReport, StepContext, Trainer,
+    evaluate, evaluate_nodes, train_node_classifier,
 };
 use hdgcn::util::{median, peak_rss_mb};
 use hdgcn::{Error, Result};
@@ -145,9 +146,8 @@ impl<'de> serde::Deserialize<'de> for ModelKind {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let s = <String as serde::Deserialize>::deserialize(d)?;
         ModelKind::from_str(&s, true).map_err(|_| {
-            serde::de::Error::custom(format!(
-                "unknown model '{s}' (gcn | cheb | hdgcn | hdgcn-static)"
-            ))
+            let names: Vec<String> = ModelKind::value_variants().iter().map(flag_name).collect();
+            serde::de::Error::custom(format!("unknown model '{s}' ({})", names.join(" | ")))
         })
     }
 }
@@ -205,20 +205,38 @@ pub struct NodeSettings {
     /// `train.epochs` and `train.patience` default to 1000 and 100
     /// (GCNII's full-supervised protocol) unless given.
     pub split: NodeSplit,
-    /// `gcn`, `cheb`, `hdgcn` or `hdgcn-static`.
+    /// `gcn`, `cheb`, `hdgcn`, `hdgcn-static`, `sage`, `gin`, `gcnii` or
+    /// `appnp`.
     pub model: ModelKind,
-    /// Chebyshev terms (cheb; default 3) or the order K (hdgcn models:
-    /// even; default 6). Not used by gcn.
+    /// Chebyshev terms (cheb; default 3), the order K (hdgcn models:
+    /// even; default 6) or APPNP's propagation steps K (default 10). Not
+    /// used by the other models.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub k: Option<usize>,
-    /// Hidden width (default 16; 64 for the hdgcn models, as the paper;
-    /// gat and gatv2: 8 per head, as PyG's examples/gat.py).
+    /// Hidden width (default 16; 64 for the hdgcn models, as the paper,
+    /// and for gin, gcnii and appnp, as PyG's examples; gat and gatv2: 8
+    /// per head, as PyG's examples/gat.py).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hidden: Option<usize>,
     /// Attention heads of the first layer, concatenated (gat and gatv2
     /// only; default 8). The output layer has one head.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub heads: Option<usize>,
+    /// GCNII layers (gcnii only; default 64, PyG's `gcn2_cora.py`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layers: Option<usize>,
+    /// GCNII's initial-residual weight or APPNP's teleport probability α
+    /// (gcnii and appnp; default 0.1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<f64>,
+    /// GCNII's θ of `β_ℓ = ln(θ/ℓ + 1)` (gcnii only; default 0.5).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub theta: Option<f64>,
+    /// Weight decay of GCNII's convolutions (gcnii only; default 0.01, PyG's
+    /// `gcn2_cora.py`); `train.weight_decay` is then the linear layers'.
+    /// Added to the gradient (L2, as PyTorch's Adam): use it with Adam or SGD.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conv_weight_decay: Option<f64>,
     /// Dropout probability, in `[0, 1)`.
     pub dropout: f64,
     /// Independent runs, with seeds `seed`, `seed + 1`, ...
@@ -270,6 +288,10 @@ impl Default for NodeSettings {
             k: None,
             hidden: None,
             heads: None,
+            layers: None,
+            alpha: None,
+            theta: None,
+            conv_weight_decay: None,
             dropout: 0.5,
             runs: 10,
             seed: 0,
@@ -303,12 +325,30 @@ impl NodeSettings {
         if s.is_hd() {
             s.train = hd_node_train();
         }
-        if s.is_gat() {
+        match model {
             // PyG's examples/gat.py: dropout 0.6 on the inputs and the
             // attention, Adam at lr 0.005, weight decay 5e-4 on every layer.
-            s.dropout = 0.6;
-            s.train.lr = 0.005;
-            s.train.decay_first_layer_only = false;
+            ModelKind::Gat | ModelKind::Gatv2 => {
+                s.dropout = 0.6;
+                s.train.lr = 0.005;
+                s.train.decay_first_layer_only = false;
+            }
+            // PyG's benchmark/citation/appnp.py: Adam, lr 0.01, weight
+            // decay 5e-4 on every parameter, dropout 0.5, 200 epochs.
+            ModelKind::Appnp => s.train.decay_first_layer_only = false,
+            // No PyG example on Planetoid: GCN's loop, with weight decay on
+            // every parameter as PyG's SAGE and GIN scripts pass
+            // `model.parameters()`.
+            ModelKind::Sage | ModelKind::Gin => s.train.decay_first_layer_only = false,
+            // PyG's examples/gcn2_cora.py: dropout 0.6, Adam, lr 0.01, weight
+            // decay 5e-4 on the linears (0.01 on the convolutions:
+            // `conv_weight_decay`), 1000 epochs.
+            ModelKind::Gcnii => {
+                s.dropout = 0.6;
+                s.train.decay_first_layer_only = false;
+                s.train.epochs = 1000;
+            }
+            _ => {}
         }
         s
     }
@@ -432,12 +472,12 @@ impl NodeSettings {
         matches!(self.model, ModelKind::Hdgcn | ModelKind::HdgcnStatic)
     }
 
-    /// Whether the model has a Chebyshev order `k` (cheb and the hdgcn
-    /// models).
+    /// Whether the model reads `k` (cheb and the hdgcn models: the
+    /// Chebyshev order; appnp: its propagation steps).
     pub fn has_k(&self) -> bool {
         matches!(
             self.model,
-            ModelKind::Cheb | ModelKind::Hdgcn | ModelKind::HdgcnStatic
+            ModelKind::Cheb | ModelKind::Hdgcn | ModelKind::HdgcnStatic | ModelKind::Appnp
         )
     }
 
@@ -452,20 +492,51 @@ impl NodeSettings {
         self.heads.unwrap_or(if self.is_gat() { 8 } else { 1 })
     }
 
-    /// `k`, or the model's default (3 for cheb, 6 for the hdgcn models).
+    /// `k`, or the model's default (3 for cheb, 6 for the hdgcn models,
+    /// 10 for appnp).
     pub fn k(&self) -> usize {
-        self.k.unwrap_or(if self.is_hd() { 6 } else { 3 })
+        self.k.unwrap_or(match self.model {
+            ModelKind::Appnp => 10,
+            _ if self.is_hd() => 6,
+            _ => 3,
+        })
     }
 
-    /// `hidden`, or the model's default (16, or 64 for the hdgcn models).
+    /// `hidden`, or the model's default (16; 64 for the hdgcn models,
+    /// gin, gcnii and appnp; 8 per head for gat and gatv2).
     pub fn hidden(&self) -> usize {
-        self.hidden.unwrap_or(if self.is_hd() {
+        let wide = self.is_hd()
+            || matches!(
+                self.model,
+                ModelKind::Gin | ModelKind::Gcnii | ModelKind::Appnp
+            );
+        self.hidden.unwrap_or(if wide {
             64
         } else if self.is_gat() {
             8
         } else {
             16
         })
+    }
+
+    /// GCNII's layers (default 64).
+    pub fn layers(&self) -> usize {
+        self.layers.unwrap_or(64)
+    }
+
+    /// α of gcnii and appnp (default 0.1).
+    pub fn alpha(&self) -> f64 {
+        self.alpha.unwrap_or(0.1)
+    }
+
+    /// θ of gcnii (default 0.5).
+    pub fn theta(&self) -> f64 {
+        self.theta.unwrap_or(0.5)
+    }
+
+    /// The weight decay of gcnii's convolutions (default 0.01).
+    pub fn conv_weight_decay(&self) -> f64 {
+        self.conv_weight_decay.unwrap_or(0.01)
     }
 
     /// The activation of the hdgcn models (relu unless `activation`).
@@ -590,6 +661,35 @@ impl NodeSettings {
                 format!("{} has no Chebyshev order", flag_name(&self.model)),
             ));
         }
+        let name = flag_name(&self.model);
+        if self.k.is_some() && !self.has_k() {
+            return Err(invalid("k", format!("{name} has no K")));
+        }
+        let gcnii = self.model == ModelKind::Gcnii;
+        for (key, set, applies) in [
+            ("layers", self.layers.is_some(), gcnii),
+            ("theta", self.theta.is_some(), gcnii),
+            ("conv_weight_decay", self.conv_weight_decay.is_some(), gcnii),
+            (
+                "alpha",
+                self.alpha.is_some(),
+                gcnii || self.model == ModelKind::Appnp,
+            ),
+        ] {
+            if set && !applies {
+                return Err(invalid(key, format!("model {name} does not use it")));
+            }
+        }
+        if self.layers == Some(0) {
+            return Err(invalid("layers", "must be at least 1"));
+        }
+        let wd = self.conv_weight_decay();
+        if !(wd.is_finite() && wd >= 0.0) {
+            return Err(invalid(
+                "conv_weight_decay",
+                format!("must be finite and non-negative, got {wd}"),
+            ));
+        }
         self.activation()?;
         self.check_memory()?;
         // The model on a tiny problem: K, widths and MVCAttn settings.
@@ -622,14 +722,23 @@ impl NodeSettings {
             return Ok(());
         };
         let (h, k) = (self.hidden() * self.heads(), self.k());
-        let conv = self.attn().layer_cost(self.model, d_in, h, k);
+        // GCNII's cost counts its layers where the others count K.
+        let depth = if self.model == ModelKind::Gcnii {
+            self.layers()
+        } else {
+            k
+        };
+        let conv = self.attn().layer_cost(self.model, d_in, h, depth);
         let head = (h as u64 + 1) * classes as u64;
         let settings = match self.model {
-            ModelKind::Gcn => format!("hidden {h}"),
+            ModelKind::Gcn | ModelKind::Sage | ModelKind::Gin => format!("hidden {h}"),
             ModelKind::Gat | ModelKind::Gatv2 => {
                 format!("hidden {} x heads {}", self.hidden(), self.heads())
             }
-            ModelKind::Cheb | ModelKind::HdgcnStatic => format!("hidden {h}, k {k}"),
+            ModelKind::Cheb | ModelKind::HdgcnStatic | ModelKind::Appnp => {
+                format!("hidden {h}, k {k}")
+            }
+            ModelKind::Gcnii => format!("hidden {h}, layers {depth}"),
             ModelKind::Hdgcn => format!("hidden {h}, k {k}, supernodes {}", self.supernodes),
         };
         // Cheb's output layer is a ChebConv too: K times the head.
@@ -650,7 +759,7 @@ impl NodeSettings {
     }
 
     /// A freshly initialised model for `d_in` features and `classes` classes.
-    fn build_model<B: Backend, R: rand::Rng>(
+    pub fn build_model<B: Backend, R: rand::Rng>(
         &self,
         backend: &B,
         d_in: usize,
@@ -665,6 +774,9 @@ impl NodeSettings {
             ModelKind::Gatv2 => {
                 NodeClassifier::gatv2(backend, d_in, h, self.heads(), classes, p, rng)?
             }
+            ModelKind::Sage | ModelKind::Gin | ModelKind::Gcnii | ModelKind::Appnp => {
+                self.build_node_only(backend, d_in, classes, rng)?
+            }
             ModelKind::Hdgcn | ModelKind::HdgcnStatic => {
                 let activation = self.activation()?;
                 let mut cfg = HdChebConfig::in_model(d_in, h, k, p);
@@ -677,6 +789,71 @@ impl NodeSettings {
                 }
             }
         })
+    }
+
+    /// The planetoid-only models: two SAGE or GIN layers (GIN: each
+    /// around `MLP([in, hidden, out])`, ε = 0 fixed) with ReLU and dropout
+    /// between them, or GCNII's / APPNP's whole model as the one "layer".
+    fn build_node_only<B: Backend, R: rand::Rng>(
+        &self,
+        backend: &B,
+        d_in: usize,
+        classes: usize,
+        rng: &mut R,
+    ) -> Result<NodeClassifier<B>> {
+        let (h, p, relu) = (self.hidden(), self.dropout, Activation::Relu);
+        let two = |a: Box<dyn GraphConv<B>>, b: Box<dyn GraphConv<B>>| {
+            NodeClassifier::new(vec![a, b], p, relu)
+        };
+        match self.model {
+            ModelKind::Sage => two(
+                Box::new(SageConv::new(backend, d_in, h, rng)?),
+                Box::new(SageConv::new(backend, h, classes, rng)?),
+            ),
+            ModelKind::Gin => {
+                let mlp1 = Mlp::new(backend, &[d_in, h, h], relu, 0.0, rng)?;
+                let mlp2 = Mlp::new(backend, &[h, h, classes], relu, 0.0, rng)?;
+                two(
+                    Box::new(GinConv::new(backend, mlp1, 0.0, false)?),
+                    Box::new(GinConv::new(backend, mlp2, 0.0, false)?),
+                )
+            }
+            // These models drop their own input: no dropout around them.
+            ModelKind::Gcnii => NodeClassifier::new(
+                vec![Box::new(Gcn2Net::new(
+                    backend,
+                    d_in,
+                    h,
+                    classes,
+                    self.layers(),
+                    self.alpha(),
+                    self.theta(),
+                    true,
+                    p,
+                    rng,
+                )?)],
+                0.0,
+                relu,
+            ),
+            ModelKind::Appnp => NodeClassifier::new(
+                vec![Box::new(AppnpNet::new(
+                    backend,
+                    d_in,
+                    h,
+                    classes,
+                    self.k(),
+                    self.alpha(),
+                    p,
+                    rng,
+                )?)],
+                0.0,
+                relu,
+            ),
+            other => Err(Error::InvalidConfig(format!(
+                "{} is not a planetoid-only model",
+                flag_name(&other)
+            ))),
+        }
     }
 
     /// Warnings for settings the run ignores or that are known to fail.
@@ -835,7 +1012,13 @@ pub fn run_node_with<B: Backend<Elem = f32>>(
             acc.push_loaded(path, va, te);
             continue;
         }
-        let rep = train_node_classifier(&mut model, &task, &cfg)?;
+        let rep = if s.model == ModelKind::Gcnii {
+            let convs = conv_params_of(&model);
+            let extra = s.conv_weight_decay() - cfg.weight_decay;
+            train_with_extra_decay(&mut model, &task, &cfg, convs, extra)?
+        } else {
+            train_node_classifier(&mut model, &task, &cfg)?
+        };
         if let (Checkpoint::Save(path), true) = (checkpoint, r + 1 == s.runs) {
             save_checkpoint(&model, path)?;
             eprintln!("saved {}", path.display());
@@ -870,6 +1053,10 @@ pub fn run_node_with<B: Backend<Elem = f32>>(
         "split": split,
         "runs": s.runs,
         "k": s.has_k().then(|| s.k()),
+        "layers": (s.model == ModelKind::Gcnii).then(|| s.layers()),
+        "alpha": matches!(s.model, ModelKind::Gcnii | ModelKind::Appnp).then(|| s.alpha()),
+        "theta": (s.model == ModelKind::Gcnii).then(|| s.theta()),
+        "conv_weight_decay": (s.model == ModelKind::Gcnii).then(|| s.conv_weight_decay()),
         "hidden": s.hidden(),
         "heads": s.is_gat().then(|| s.heads()),
         "dropout": s.dropout,
@@ -926,5 +1113,80 @@ pub fn lr_width_warning(model: ModelKind, lr: f64, hidden: usize) -> Option<Stri
              (docs/hdgcn.md, \"What the experiments so far showed\")",
             HDGCN_MAX_LR_WIDTH / hidden as f64
         )
+    })
+}
+
+/// GCNII's convolution weights: a classifier's parameters named `*.convs.*`.
+pub fn conv_params_of<B: Backend>(model: &NodeClassifier<B>) -> Vec<Param<B>> {
+    model
+        .named_params()
+        .into_iter()
+        .filter(|(name, _)| name.contains(".convs."))
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// Adds `decay · p` to the gradient of each of `params`: a second
+/// PyTorch parameter group's weight decay on top of the loop's (L2, as
+/// PyTorch's Adam and SGD add it to the gradient).
+struct ExtraDecay<B: Backend> {
+    params: Vec<Param<B>>,
+    decay: f64,
+}
+
+impl<B: Backend, M: hdgcn::train::TrainStep<B>> Hook<B, M> for ExtraDecay<B> {
+    fn after_backward(
+        &mut self,
+        _model: &M,
+        _batch: &M::Batch,
+        _ctx: &StepContext,
+        grads: &mut Gradients<B>,
+    ) -> Result<()> {
+        for p in &self.params {
+            let b = p.backend().clone();
+            let scaled = b.unary(UnaryOp::Affine(self.decay, 0.0), &p.value());
+            if let Some(g) = grads.get_mut(p) {
+                *g = b.binary(BinaryOp::Add, g, &scaled);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `train_node_classifier` with `decay` more weight decay on `extra`
+/// (GCNII's convolutions: 0.01 where the linears have 5e-4).
+pub fn train_with_extra_decay<B: Backend>(
+    model: &mut NodeClassifier<B>,
+    task: &NodeTask<B>,
+    cfg: &NodeTrainConfig,
+    extra: Vec<Param<B>>,
+    decay: f64,
+) -> Result<NodeTrainReport> {
+    let train = NodeBatch::new(task, &task.split.train)?;
+    let val = NodeBatch::new(task, &task.split.val)?;
+    let test = NodeBatch::new(task, &task.split.test)?;
+    let mut trainer = Trainer::new(cfg.train_config())?.with_hook(ExtraDecay {
+        params: extra,
+        decay,
+    });
+    let mut step = NodeStep::new(model, task, cfg.decay_first_layer_only);
+    let fit = trainer.fit(&mut step, &mut vec![train.clone()], &[val])?;
+    let test_acc = evaluate(&mut step, &[test])?.accuracy;
+    let train_acc = evaluate(&mut step, &[train])?.accuracy;
+    Ok(NodeTrainReport {
+        best_epoch: fit.best_epoch,
+        val_acc: fit.val_acc,
+        val_loss: fit.val_loss,
+        test_acc,
+        train_acc,
+        epochs_run: fit.epochs_run,
+        step_ms: fit.step_ms,
+        final_loss: fit.history.last().map_or(f64::NAN, |r| r.train_loss),
+        val_history: fit
+            .history
+            .iter()
+            .map(|r| (r.val_acc, r.val_loss))
+            .collect(),
+        history: fit.history,
     })
 }

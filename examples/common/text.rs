@@ -285,7 +285,7 @@ impl TextSettings {
         };
         match model {
             ModelKind::Hdgcn | ModelKind::HdgcnStatic => base,
-            ModelKind::Gcn | ModelKind::Cheb | ModelKind::Gat | ModelKind::Gatv2 => TextSettings {
+            _ => TextSettings {
                 runs: 1,
                 train: baseline_text_train(),
                 ..base
@@ -441,7 +441,7 @@ impl TextSettings {
         if self.model == ModelKind::Gcn && self.k.is_some() {
             return Err(bad("k", "gcn has no Chebyshev order"));
         }
-        if matches!(self.model, ModelKind::Gat | ModelKind::Gatv2) {
+        if self.model.is_node_only() {
             return Err(bad(
                 "model",
                 format!(
@@ -784,16 +784,16 @@ pub fn run_text<B: Backend<Elem = f32>>(
                 ModelKind::Cheb => {
                     Box::new(ChebConvConfig::new(d_in, h, k).build(backend, &mut rng)?)
                 }
-                ModelKind::Hdgcn | ModelKind::HdgcnStatic => {
-                    let mut cfg = HdChebConfig::in_model(d_in, h, k, s.dropout);
-                    cfg.activation = activation;
-                    attn.hd_cheb_conv(backend, model_kind, &cfg, &mut rng)?
-                }
-                ModelKind::Gat | ModelKind::Gatv2 => {
+                m if m.is_node_only() => {
                     return Err(Error::InvalidConfig(format!(
                         "{} is a model of the planetoid runner",
                         flag_name(&model_kind)
                     )));
+                }
+                _ => {
+                    let mut cfg = HdChebConfig::in_model(d_in, h, k, s.dropout);
+                    cfg.activation = activation;
+                    attn.hd_cheb_conv(backend, model_kind, &cfg, &mut rng)?
                 }
             });
         }

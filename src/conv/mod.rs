@@ -1,5 +1,6 @@
 //! Graph convolutions: the [`GraphConv`] trait and the layers that
-//! implement it ([`GcnConv`], [`ChebConv`], [`GatConv`], [`GatV2Conv`]),
+//! implement it ([`GcnConv`], [`ChebConv`], [`GatConv`], [`GatV2Conv`],
+//! [`SageConv`], [`GinConv`], [`Gcn2Conv`], [`Appnp`]),
 //! [`MessagePassing`] to write edge-wise layers on, and (feature `lapack`)
 //! the exact spectral filter `SpectralFilter`.
 //!
@@ -9,23 +10,31 @@
 //! [`DeviceGraph::operator`], and composes [`Var`] operations, so autograd
 //! and every backend work for it unchanged.
 
+mod appnp;
 mod cheb;
 mod device_graph;
 mod gat;
 mod gatv2;
 mod gcn;
+mod gcn2;
+mod gin;
 mod hd_cheb;
 mod message_passing;
+mod sage;
 #[cfg(feature = "lapack")]
 mod spectral_filter;
 
+pub use appnp::Appnp;
 pub use cheb::{ChebConv, ChebConvConfig};
 pub use device_graph::DeviceGraph;
 pub use gat::{GatConv, GatConvConfig};
 pub use gatv2::{GatV2Conv, GatV2ConvConfig};
 pub use gcn::GcnConv;
+pub use gcn2::{Gcn2Conv, Gcn2ConvConfig};
+pub use gin::{GinConv, GinNn};
 pub use hd_cheb::{HdChaining, HdChebConfig, HdChebConv, HdUnit, StaticTransition, Transition};
 pub use message_passing::{MessagePassing, SelfLoops};
+pub use sage::{SageConv, SageConvConfig};
 #[cfg(feature = "lapack")]
 pub use spectral_filter::{SPECTRAL_FILTER_MAX_NODES, SpectralFilter, SpectralResponse};
 

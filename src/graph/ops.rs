@@ -69,6 +69,50 @@ impl Graph {
         Ok(csr_from_triplets(n, n, triplets))
     }
 
+    /// The sum-aggregation operator `P` (`out = P · X`, row `i` summing the
+    /// features of every node with an edge into `i`), as PyG's
+    /// `aggr="add"` with messages `x_j` (`GINConv`): `P[i][j] = 1` for every
+    /// stored edge `j → i`. Edge weights are ignored, as PyG's `GINConv`
+    /// and `SAGEConv` ignore them; existing self-loops count as edges and
+    /// none are added. (A [`Graph`] sums repeated edges into one entry, so
+    /// a repeated edge counts once.)
+    ///
+    /// # Errors
+    /// [`Error::Empty`] for [`Graph::empty`].
+    pub fn sum_operator(&self) -> Result<CsMat<f64>> {
+        self.require_nodes("sum operator")?;
+        let n = self.num_nodes;
+        let triplets = self
+            .adjacency
+            .iter()
+            .map(|(_, (s, d))| (d, s, 1.0))
+            .collect();
+        Ok(csr_from_triplets(n, n, triplets))
+    }
+
+    /// The mean-aggregation operator `P` (`out = P · X`), as PyG's
+    /// `aggr="mean"` with messages `x_j` (`SAGEConv`): `P[i][j] = 1 / c_i`
+    /// for every stored edge `j → i`, `c_i` the number of edges into `i`; a
+    /// node without incoming edges gets a zero row (PyG's empty mean).
+    /// Weights, self-loops and repeated edges as [`Graph::sum_operator`].
+    ///
+    /// # Errors
+    /// [`Error::Empty`] for [`Graph::empty`].
+    pub fn mean_operator(&self) -> Result<CsMat<f64>> {
+        self.require_nodes("mean operator")?;
+        let n = self.num_nodes;
+        let mut count = vec![0usize; n];
+        for (_, (_, d)) in self.adjacency.iter() {
+            count[d] += 1;
+        }
+        let triplets = self
+            .adjacency
+            .iter()
+            .map(|(_, (s, d))| (d, s, 1.0 / count[d] as f64))
+            .collect();
+        Ok(csr_from_triplets(n, n, triplets))
+    }
+
     /// The edge list `(src, dst, w)` of PyG's `get_laplacian`: existing
     /// self-loops removed, off-diagonal entries first, then one diagonal
     /// entry for every node.

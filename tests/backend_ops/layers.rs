@@ -45,16 +45,19 @@ backend_tests!(
 );
 
 /// A constant from an `f64` array, in the tape's element type.
-fn constant<B: Backend>(t: &Tape<B>, a: &Array2<f64>) -> Var<B> {
+pub(crate) fn constant<B: Backend>(t: &Tape<B>, a: &Array2<f64>) -> Var<B> {
     t.constant_array(&a.mapv(B::Elem::from_f64_lossy))
 }
 
-fn to_f64<B: Backend>(b: &B, t: &B::Tensor) -> Array2<f64> {
+pub(crate) fn to_f64<B: Backend>(b: &B, t: &B::Tensor) -> Array2<f64> {
     b.download(t).mapv(|v| v.to_f64_exact())
 }
 
 /// Copies every parameter of `from` into the same-named parameter of `to`.
-fn copy_params<B: Backend, M: Module<B> + ?Sized, R: Module<Cpu<f64>> + ?Sized>(from: &M, to: &R) {
+pub(crate) fn copy_params<B: Backend, M: Module<B> + ?Sized, R: Module<Cpu<f64>> + ?Sized>(
+    from: &M,
+    to: &R,
+) {
     let src = from.named_params();
     let dst = to.named_params();
     assert_eq!(src.len(), dst.len(), "parameter count");
@@ -68,7 +71,7 @@ fn copy_params<B: Backend, M: Module<B> + ?Sized, R: Module<Cpu<f64>> + ?Sized>(
 
 /// A scalar that weighs every output entry differently, so that gradients
 /// see the whole output.
-fn probe<B: Backend>(t: &Tape<B>, y: &Var<B>, seed: u64) -> Var<B> {
+pub(crate) fn probe<B: Backend>(t: &Tape<B>, y: &Var<B>, seed: u64) -> Var<B> {
     let (r, c) = y.shape();
     let w = constant(t, &rand_array(r, c, seed, -1.0, 1.0));
     y.mul(&w)
@@ -146,7 +149,7 @@ macro_rules! compare_module {
     }};
 }
 
-fn random_graph(n: usize, p: f64, seed: u64) -> Graph {
+pub(crate) fn random_graph(n: usize, p: f64, seed: u64) -> Graph {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut edges = Vec::new();
     for i in 0..n {
@@ -160,7 +163,7 @@ fn random_graph(n: usize, p: f64, seed: u64) -> Graph {
     Graph::from_edges(n, &edges).expect("valid graph")
 }
 
-fn rng() -> StdRng {
+pub(crate) fn rng() -> StdRng {
     StdRng::seed_from_u64(5)
 }
 

@@ -43,7 +43,9 @@ macro_rules! backend_tests {
 #[path = "../common/mod.rs"]
 mod common;
 mod elementwise;
+#[macro_use]
 mod layers;
+mod layers_more;
 mod matmul;
 mod message_passing;
 #[cfg(feature = "wgpu")]
