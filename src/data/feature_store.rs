@@ -1,5 +1,5 @@
 //! [`FeatureStore`]: node features read a batch of rows at a time, from
-//! memory (an [`Array2`]) or from elsewhere (a file, say).
+//! memory (an [`Array2`]) or from disk ([`NpyMatrix`](super::npy::NpyMatrix)).
 
 use ndarray::Array2;
 use rayon::prelude::*;

@@ -5,6 +5,7 @@
 
 pub mod absa;
 mod feature_store;
+pub mod npy;
 pub mod pickle;
 pub mod planetoid;
 pub mod splits;
