@@ -372,6 +372,26 @@ pub struct SampledSubgraph {
 }
 
 impl SampledSubgraph {
+    /// A subgraph on `nodes` (original ids, the scored ones first) with
+    /// edges `(src, dst)` in the new labels: a cluster batch
+    /// ([`super::partition::ClusterLoader`]), whose "hops" are the scored
+    /// nodes and the others.
+    pub(crate) fn from_parts(
+        nodes: Vec<usize>,
+        num_seeds: usize,
+        edges: Vec<(usize, usize)>,
+    ) -> Self {
+        let rest = nodes.len() - num_seeds;
+        let num_edges = edges.len();
+        SampledSubgraph {
+            nodes,
+            num_seeds,
+            edges,
+            num_sampled_nodes: vec![num_seeds, rest],
+            num_sampled_edges: vec![num_edges],
+        }
+    }
+
     /// The original id of every node of the subgraph (PyG's `n_id`): node
     /// `i` of the subgraph is node `nodes()[i]` of the graph, the seeds
     /// being `nodes()[..num_seeds()]` in batch order.
@@ -486,7 +506,7 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn stream(seed: u64, epoch: u64, batch: u64) -> StdRng {
+pub(crate) fn stream(seed: u64, epoch: u64, batch: u64) -> StdRng {
     StdRng::seed_from_u64(mix(mix(mix(seed) ^ epoch) ^ batch))
 }
 
@@ -574,21 +594,30 @@ impl crate::train::Loader<SampledSubgraph> for NeighborLoader<'_> {
 
     fn epoch(&mut self, epoch: usize) -> Box<dyn Iterator<Item = Result<SampledSubgraph>> + '_> {
         let batches = self.batch_seeds(epoch);
-        let window = 2 * rayon::current_num_threads().max(1);
-        let mut next = 0;
-        let mut ready: VecDeque<Result<SampledSubgraph>> = VecDeque::new();
-        Box::new(std::iter::from_fn(move || {
-            if ready.is_empty() && next < batches.len() {
-                let end = (next + window).min(batches.len());
-                let this = &*self;
-                let sampled: Vec<Result<SampledSubgraph>> = (next..end)
-                    .into_par_iter()
-                    .map(|i| this.sample_batch(epoch, i, &batches[i]))
-                    .collect();
-                ready.extend(sampled);
-                next = end;
-            }
-            ready.pop_front()
-        }))
+        let this = &*self;
+        windowed(batches.len(), move |i| {
+            this.sample_batch(epoch, i, &batches[i])
+        })
     }
+}
+
+/// Items `make(0), make(1), ...` up to `count`, in order, made in
+/// parallel a window of `2 × threads` ahead of the consumer. The items do
+/// not depend on the window (each is a function of its index only).
+pub(crate) fn windowed<'a, T: Send + 'a>(
+    count: usize,
+    make: impl Fn(usize) -> Result<T> + Sync + Send + 'a,
+) -> Box<dyn Iterator<Item = Result<T>> + 'a> {
+    let window = 2 * rayon::current_num_threads().max(1);
+    let mut next = 0;
+    let mut ready: VecDeque<Result<T>> = VecDeque::new();
+    Box::new(std::iter::from_fn(move || {
+        if ready.is_empty() && next < count {
+            let end = (next + window).min(count);
+            let made: Vec<Result<T>> = (next..end).into_par_iter().map(&make).collect();
+            ready.extend(made);
+            next = end;
+        }
+        ready.pop_front()
+    }))
 }
