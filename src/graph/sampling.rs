@@ -42,15 +42,22 @@
 //!   per batch, keyed by the loader seed, the epoch and the batch index),
 //!   so the draws are not PyTorch's; they do not depend on the number of
 //!   threads or on which thread samples which batch;
-//! * a fan-out of 0, an empty seed set, an out-of-range seed and a seed
-//!   listed twice are errors ([`Error`]) where PyG accepts or silently
-//!   mishandles them;
+//! * without replacement the `k` distinct neighbours are uniform over the
+//!   `k`-subsets (Floyd's algorithm drawing in `0..=j`); torch-sparse's
+//!   `neighbor_sample_cpu.cpp` draws `rand() % j`, in `0..j`, which is
+//!   not quite uniform;
+//! * a seed listed twice is an error ([`Error::InvalidConfig`]), where
+//!   torch-sparse keeps both rows (both expanded, only the first taken
+//!   as anyone's neighbour);
+//!   a fan-out of 0 or below `-1`, an empty seed set and an out-of-range
+//!   seed are errors too;
 //! * edge weights are ignored when drawing (uniform over stored entries, as
-//!   PyG without `weight_attr`), and an entry that sums repeated edges of the
-//!   original list counts once;
-//! * the within-hop order of a node's drawn neighbours is the draw order,
-//!   where pyg-lib's may differ: the *set* of sampled nodes and edges has
-//!   the same distribution, not the same sequence.
+//!   PyG without `weight_attr`); a [`Graph`] entry that summed repeated
+//!   edges counts once, an edge list given to
+//!   [`NeighborSampler::from_edges`] keeps its repeats;
+//! * within a node, its drawn neighbours come in draw order, so the
+//!   sequence of new labels differs from PyG's even for the same draws;
+//!   the sampled sets follow the same distribution.
 //!
 //! ```
 //! use hdgcn::graph::Graph;
@@ -93,8 +100,8 @@ impl SamplingConfig {
     /// layer, `-1` for all of them), without replacement.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for no hop at all, a fan-out of 0 (it would
-    /// sample nothing: PyG then gives the seeds alone) or below `-1`.
+    /// [`Error::InvalidConfig`] for no hop at all, or a fan-out of 0 (it
+    /// would sample nothing) or below `-1`.
     pub fn new(num_neighbors: Vec<i64>) -> Result<Self> {
         if num_neighbors.is_empty() {
             return Err(Error::InvalidConfig(
