@@ -9,7 +9,8 @@
 //!
 //! `--features-file x.npy` writes the features to a `.npy` file and trains
 //! from it memory-mapped (`hdgcn::data::npy`), gathering each batch's rows,
-//! so the features need not fit in memory. `--model gcn` (`GcnConv`, the
+//! so the features need not fit in memory. `--full-batch` trains on the
+//! whole graph instead, through the same step, for comparison. `--model gcn` (`GcnConv`, the
 //! GCN operator of each sampled subgraph) is the only model for now.
 
 use std::cell::Cell;
@@ -21,7 +22,9 @@ use hdgcn::Result;
 use hdgcn::backend::Cpu;
 use hdgcn::data::FeatureStore;
 use hdgcn::data::npy::{NpyMatrix, write_npy};
+use hdgcn::graph::Graph;
 use hdgcn::graph::generate::{GeneratorConfig, generate};
+use hdgcn::graph::partition::{ClusterLoader, ClusterLoaderConfig};
 use hdgcn::graph::sampling::{
     NeighborLoader, NeighborLoaderConfig, NeighborSampler, SampledSubgraph, SamplingConfig,
 };
@@ -78,6 +81,10 @@ struct Args {
     /// Train from the features written to this `.npy` file, memory-mapped.
     #[arg(long)]
     features_file: Option<PathBuf>,
+    /// Train full-batch instead, through the same step: one batch, the
+    /// whole graph, the training nodes scored (for comparison).
+    #[arg(long)]
+    full_batch: bool,
     /// One JSON line of results instead of text.
     #[arg(long)]
     json: bool,
@@ -85,7 +92,7 @@ struct Args {
 
 /// A loader that counts the nodes of the batches it hands out.
 struct Counting<'a> {
-    inner: NeighborLoader<'a>,
+    inner: Box<dyn Loader<SampledSubgraph> + 'a>,
     nodes: Cell<usize>,
 }
 
@@ -125,6 +132,16 @@ fn main() -> Result<()> {
         .flat_map(|&(s, d)| [(s, d), (d, s)])
         .collect();
     let sampler = NeighborSampler::from_edges(g.num_nodes, &both)?;
+    let n = g.num_nodes;
+    let graph = if args.full_batch {
+        let pairs: Vec<(usize, usize)> = both
+            .iter()
+            .map(|&(s, d)| (s as usize, d as usize))
+            .collect();
+        Some(Graph::from_edges(n, &pairs)?)
+    } else {
+        None
+    };
     drop(both);
     let generate_s = t.elapsed().as_secs_f64();
 
@@ -144,12 +161,23 @@ fn main() -> Result<()> {
         };
         NeighborLoader::new(&sampler, seeds.to_vec(), cfg)
     };
+    let (inner, val_batches, test_batches): (Box<dyn Loader<SampledSubgraph>>, _, _) = match &graph
+    {
+        Some(graph) => (
+            Box::new(whole(graph, train)?),
+            whole(graph, val)?.batches(0)?,
+            whole(graph, test)?.batches(0)?,
+        ),
+        None => (
+            Box::new(loader(train, true, args.seed)?),
+            loader(val, false, args.seed + 1)?.sample_epoch(0)?,
+            loader(test, false, args.seed + 2)?.sample_epoch(0)?,
+        ),
+    };
     let mut train_loader = Counting {
-        inner: loader(train, true, args.seed)?,
+        inner,
         nodes: Cell::new(0),
     };
-    let val_batches = loader(val, false, args.seed + 1)?.sample_epoch(0)?;
-    let test_batches = loader(test, false, args.seed + 2)?.sample_epoch(0)?;
 
     let cpu = Cpu::<f32>::new();
     let mut rng = StdRng::seed_from_u64(args.seed);
@@ -207,7 +235,7 @@ fn main() -> Result<()> {
         let out = serde_json::json!({
             "model": "gcn", "nodes": args.nodes, "degree": args.degree, "features": args.features,
             "fanouts": args.fanouts, "batch_size": args.batch_size, "epochs": fit.epochs_run,
-            "from_file": args.features_file.is_some(), "threads": rayon::current_num_threads(),
+            "from_file": args.features_file.is_some(), "full_batch": args.full_batch, "threads": rayon::current_num_threads(),
             "generate_s": generate_s, "epoch_s": epoch_s, "step_s_per_epoch": step_s, "sampled_nodes_per_s": nodes_per_s,
             "val_acc": fit.val_acc, "test_acc": test_acc, "peak_rss_mb": peak_rss_mb,
         });
@@ -228,6 +256,19 @@ fn main() -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Full-batch as a cluster batch: one part, the whole graph, `nodes` scored.
+fn whole<'g>(graph: &'g Graph, nodes: &[usize]) -> Result<ClusterLoader<'g>> {
+    let n = graph.num_nodes();
+    let mut scored = vec![false; n];
+    nodes.iter().for_each(|&v| scored[v] = true);
+    let cfg = ClusterLoaderConfig {
+        clusters_per_batch: 1,
+        shuffle: false,
+        seed: 0,
+    };
+    ClusterLoader::new(graph, &vec![0; n], 1, &scored, cfg)
 }
 
 /// Trains on the sampled batches, keeps the best validation epoch and
