@@ -4,11 +4,14 @@
 //! sets ([`absa`]).
 
 pub mod absa;
+mod feature_store;
+pub mod npy;
 pub mod pickle;
 pub mod planetoid;
 pub mod splits;
 pub mod text;
 
+pub use feature_store::FeatureStore;
 pub use planetoid::{Planetoid, PlanetoidFiles, Split, UnlabelledNodes};
 pub use splits::{geom_gcn_split, geom_gcn_split_sized, masks_to_split, random_split};
 pub use text::{TextCorpus, text_gcn_dir};

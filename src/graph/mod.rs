@@ -24,6 +24,8 @@ mod batch;
 pub mod generate;
 mod lambda;
 mod ops;
+pub mod partition;
+pub mod sampling;
 #[cfg(feature = "lapack")]
 pub mod spectral;
 

@@ -14,6 +14,7 @@ mod graph;
 mod hook;
 mod loader;
 mod node;
+mod sampled;
 mod selection;
 mod step;
 mod trainer;
@@ -28,6 +29,7 @@ pub use node::{
     NodeBatch, NodeStep, NodeTask, NodeTrainConfig, NodeTrainReport, evaluate_nodes,
     train_node_classifier,
 };
+pub use sampled::SampledNodeStep;
 pub use selection::SelectBy;
 pub use step::{StepOutput, TrainStep};
 pub use trainer::{EpochRecord, Evaluation, FitReport, TrainConfig, Trainer, evaluate};
