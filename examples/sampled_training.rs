@@ -11,7 +11,8 @@
 //! from it memory-mapped (`hdgcn::data::npy`), gathering each batch's rows,
 //! so the features need not fit in memory. `--full-batch` trains on the
 //! whole graph instead, through the same step, for comparison. `--model gcn` (`GcnConv`, the
-//! GCN operator of each sampled subgraph) is the only model for now.
+//! GCN operator of each sampled subgraph) or `--model sage` (`SageConv`, mean aggregation with a
+//! root weight, the better fit for sampled neighbourhoods).
 
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -20,6 +21,7 @@ use std::time::Instant;
 use clap::{Parser, ValueEnum};
 use hdgcn::Result;
 use hdgcn::backend::Cpu;
+use hdgcn::conv::SageConv;
 use hdgcn::data::FeatureStore;
 use hdgcn::data::npy::{NpyMatrix, write_npy};
 use hdgcn::graph::Graph;
@@ -29,14 +31,18 @@ use hdgcn::graph::sampling::{
     NeighborLoader, NeighborLoaderConfig, NeighborSampler, SampledSubgraph, SamplingConfig,
 };
 use hdgcn::models::NodeClassifier;
+use hdgcn::nn::Activation;
 use hdgcn::train::{Loader, SampledNodeStep, TrainConfig, Trainer, evaluate};
 use rand::seq::SliceRandom;
 use rand::{SeedableRng, rngs::StdRng};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Model {
-    /// Two `GcnConv` layers.
+    /// Two `GcnConv` layers (the GCN operator of each sampled subgraph).
     Gcn,
+    /// Two `SageConv` layers (mean aggregation and a root weight, as
+    /// GraphSAGE and PyG's `graph_sage_unsup`/`reddit` examples).
+    Sage,
 }
 
 #[derive(Parser, Debug)]
@@ -113,7 +119,6 @@ impl Loader<SampledSubgraph> for Counting<'_> {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let Model::Gcn = args.model;
     let t = Instant::now();
     let g = generate(&GeneratorConfig {
         num_nodes: args.nodes,
@@ -181,14 +186,18 @@ fn main() -> Result<()> {
 
     let cpu = Cpu::<f32>::new();
     let mut rng = StdRng::seed_from_u64(args.seed);
-    let mut model = NodeClassifier::gcn(
-        &cpu,
-        args.features,
-        args.hidden,
-        args.classes,
-        0.5,
-        &mut rng,
-    )?;
+    let (f, h, c) = (args.features, args.hidden, args.classes);
+    let mut model = match args.model {
+        Model::Gcn => NodeClassifier::gcn(&cpu, f, h, c, 0.5, &mut rng)?,
+        Model::Sage => NodeClassifier::new(
+            vec![
+                Box::new(SageConv::new(&cpu, f, h, &mut rng)?),
+                Box::new(SageConv::new(&cpu, h, c, &mut rng)?),
+            ],
+            0.5,
+            Activation::Relu,
+        )?,
+    };
     let cfg = TrainConfig {
         epochs: args.epochs,
         lr: args.lr,
@@ -233,7 +242,7 @@ fn main() -> Result<()> {
     let peak_rss_mb = hdgcn::util::peak_rss_mb();
     if args.json {
         let out = serde_json::json!({
-            "model": "gcn", "nodes": args.nodes, "degree": args.degree, "features": args.features,
+            "model": format!("{:?}", args.model).to_lowercase(), "nodes": args.nodes, "degree": args.degree, "features": args.features,
             "fanouts": args.fanouts, "batch_size": args.batch_size, "epochs": fit.epochs_run,
             "from_file": args.features_file.is_some(), "full_batch": args.full_batch, "threads": rayon::current_num_threads(),
             "generate_s": generate_s, "epoch_s": epoch_s, "step_s_per_epoch": step_s, "sampled_nodes_per_s": nodes_per_s,
