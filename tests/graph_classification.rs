@@ -1400,3 +1400,58 @@ fn readout_nodes_batch_like_graphs_alone_and_gradients_check() {
         "{err:?}"
     );
 }
+
+#[test]
+fn conv_input_is_what_each_convolution_reads() {
+    // small_model: Linear(2 -> 3) + tanh input layer, GCN 3 -> 3, GCN 3 -> 4,
+    // tanh between; dropout 0. Independently: the input layer by hand,
+    // then each GcnConv applied to it.
+    let cpu = Cpu::<f64>::new();
+    let mut rng = StdRng::seed_from_u64(21);
+    let mut model = small_model(&cpu, &mut rng);
+    model.set_training(false);
+    let graph = DeviceGraph::new(&cpu, undirected(4, &[(0, 1), (1, 2), (2, 3)]));
+    let x = Array2::from_shape_fn((4, 2), |_| rng.random_range(-1.0..1.0));
+    let t = Tape::inference(&cpu);
+    let feed = GraphInput::Features(Features::Dense(t.constant(x.clone())));
+    let [w, b] = [0, 1].map(|i| model.named_params()[i].1.value().clone());
+    let names: Vec<String> = model.named_params().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names[0..2], ["input.weight", "input.bias"], "{names:?}");
+    let h0 = (x.dot(&w) + b.row(0)).mapv(f64::tanh);
+    let got0 = model.conv_input(&t, &graph, &feed, 0).unwrap();
+    let got0 = got0.dense().unwrap().to_array();
+    assert!(
+        (&got0 - &h0).iter().all(|d| d.abs() < 1e-12),
+        "{got0} vs {h0}"
+    );
+
+    let h1 = model.convs[0]
+        .forward(&t, &graph, &Features::Dense(t.constant(h0)))
+        .unwrap()
+        .to_array()
+        .mapv(f64::tanh);
+    let got1 = model.conv_input(&t, &graph, &feed, 1).unwrap();
+    let got1 = got1.dense().unwrap().to_array();
+    assert!((&got1 - &h1).iter().all(|d| d.abs() < 1e-12));
+    // The last convolution of that input gives the model's node states.
+    let states = model.node_states(&t, &graph, &feed).unwrap().to_array();
+    let last = model.convs[1]
+        .forward(&t, &graph, &Features::Dense(t.constant(h1)))
+        .unwrap()
+        .to_array()
+        .mapv(f64::tanh);
+    assert!((&states - &last).iter().all(|d| d.abs() < 1e-12));
+
+    let err = model.conv_input(&t, &graph, &feed, 2).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::IndexOutOfRange {
+                index: 2,
+                len: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

@@ -388,6 +388,36 @@ impl<B: Backend> GraphClassifier<B> {
         self.states(tape, graph, x, None)
     }
 
+    /// The node vectors convolution `layer` (from 0) reads, before its
+    /// dropout: the input layer's output (after the position encoding) for
+    /// `layer = 0`, else the activated output of convolution `layer - 1`.
+    /// For probing a trained model, for example the attention maps of a
+    /// dynamic [`HdChebConv`](crate::conv::HdChebConv) with
+    /// [`forward_with_maps`](crate::conv::HdChebConv::forward_with_maps);
+    /// in evaluation mode ([`Module::set_training`]) it is what
+    /// [`GraphClassifier::forward`] feeds the layer. Node weights at the
+    /// input ([`GraphClassifier::forward_weighted`]) are not applied.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for a `layer` the model does not have;
+    /// otherwise as [`GraphClassifier::node_states`].
+    pub fn conv_input(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        x: &GraphInput<B>,
+        layer: usize,
+    ) -> Result<Features<B>> {
+        if layer >= self.convs.len() {
+            return Err(Error::IndexOutOfRange {
+                what: "convolution of the graph classifier",
+                index: layer,
+                len: self.convs.len(),
+            });
+        }
+        self.states_until(tape, graph, x, None, layer)
+    }
+
     /// Width of the node vectors the first convolution reads: the input
     /// layer's output width, or the feature width without an input layer.
     ///
@@ -407,6 +437,21 @@ impl<B: Backend> GraphClassifier<B> {
         x: &GraphInput<B>,
         input_weights: Option<&Var<B>>,
     ) -> Result<Var<B>> {
+        self.states_until(tape, graph, x, input_weights, self.convs.len())?
+            .dense()
+            .cloned()
+    }
+
+    /// [`GraphClassifier::states`] through the first `layers` convolutions
+    /// only.
+    fn states_until(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        x: &GraphInput<B>,
+        input_weights: Option<&Var<B>>,
+        layers: usize,
+    ) -> Result<Features<B>> {
         // A model without convolutions must not pool its raw input.
         self.first_conv()?;
         let mut h = match (&self.input, x) {
@@ -438,11 +483,11 @@ impl<B: Backend> GraphClassifier<B> {
         if let Some(pe) = &self.position_encoding {
             h = self.add_position_encoding(tape, graph, pe, &h)?;
         }
-        for conv in &self.convs {
+        for conv in self.convs.iter().take(layers) {
             let x = self.dropout.forward_features(tape, &h)?;
             h = Features::Dense(self.activation.apply(&conv.forward(tape, graph, &x)?));
         }
-        h.dense().cloned()
+        Ok(h)
     }
 
     /// `h + pe(index of each node inside its graph)`; `h` must be dense.
