@@ -41,6 +41,8 @@
 //! Sans / Liberation Sans / Arial in the usual places). Without one the maps
 //! are drawn unlabelled and the CSV files carry the words.
 
+#[path = "common/font.rs"]
+mod font;
 #[cfg(test)]
 #[path = "common/testing.rs"]
 mod testing;
@@ -288,7 +290,7 @@ fn run(args: &Args) -> Result<()> {
     let (_, maps) = conv.forward_with_maps(&tape, &graph, &x)?;
 
     std::fs::create_dir_all(&args.out_dir).map_err(|e| Error::io(&args.out_dir, e))?;
-    let font = register_font(args.font.as_deref());
+    let font = font::register_font(args.font.as_deref());
     if !font {
         eprintln!(
             "warning: no TrueType font found (use --font FILE); heat maps are drawn without \
@@ -438,38 +440,6 @@ fn check_vocab(path: &Path, vocab: &Vocab, args: &Args, embed_dim: usize) -> Res
         )));
     }
     Ok(())
-}
-
-/// Registers a font as plotters' "sans-serif"; `false` if none was found.
-fn register_font(flag: Option<&Path>) -> bool {
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    candidates.extend(flag.map(Path::to_path_buf));
-    candidates.extend(std::env::var_os("HDGCN_FONT").map(PathBuf::from));
-    candidates.extend(
-        [
-            "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-            "/usr/share/fonts/TTF/DejaVuSans.ttf",
-            "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-            "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
-            "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-            "/usr/share/fonts/liberation/LiberationSans-Regular.ttf",
-            "/Library/Fonts/Arial.ttf",
-            "/System/Library/Fonts/Supplemental/Arial.ttf",
-            "C:\\Windows\\Fonts\\arial.ttf",
-        ]
-        .map(PathBuf::from),
-    );
-    for p in candidates {
-        let Ok(bytes) = std::fs::read(&p) else {
-            continue;
-        };
-        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-        if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
-            return true;
-        }
-        eprintln!("warning: {} is not a usable font", p.display());
-    }
-    false
 }
 
 /// Viridis, by linear interpolation between nine of its colours; `t` in [0, 1].

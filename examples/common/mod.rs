@@ -9,9 +9,9 @@
 use std::path::Path;
 
 use clap::{Parser, ValueEnum};
-use hdgcn::attention::{MvcAttnConfig, Routing};
+use hdgcn::attention::{AttentionMaps, MvcAttn, MvcAttnConfig, Routing, normalized_entropy};
 use hdgcn::backend::{Backend, Device, WithBackend};
-use hdgcn::conv::{GraphConv, HdChebConfig};
+use hdgcn::conv::{GraphConv, HdChebConfig, HdChebConv};
 use hdgcn::util::mean_std;
 
 // `text_classification` includes this module too and uses none of it.
@@ -302,6 +302,20 @@ impl AttnFlags {
         cfg: &HdChebConfig,
         rng: &mut R,
     ) -> hdgcn::Result<Box<dyn GraphConv<B>>> {
+        Ok(self.hd_cheb_conv_probed(backend, model, cfg, rng)?.0)
+    }
+
+    /// [`AttnFlags::hd_cheb_conv`], and for `--model hdgcn` a second
+    /// handle on the same layer (parameters are shared handles, so it sees
+    /// every update of training) to read its attention maps with
+    /// [`HdChebConv::forward_with_maps`].
+    pub fn hd_cheb_conv_probed<B: Backend, R: rand::Rng>(
+        &self,
+        backend: &B,
+        model: ModelKind,
+        cfg: &HdChebConfig,
+        rng: &mut R,
+    ) -> hdgcn::Result<ProbedConv<B>> {
         match model {
             ModelKind::Hdgcn => {
                 let mut attn = MvcAttnConfig::new(cfg.hidden);
@@ -309,14 +323,90 @@ impl AttnFlags {
                 attn.routing = self.routing;
                 attn.score_norm = self.score_norm;
                 attn.dropout = self.attn_dropout;
-                Ok(Box::new(cfg.build_dynamic(backend, rng, &attn)?))
+                let conv = cfg.build_dynamic(backend, rng, &attn)?;
+                Ok((Box::new(conv.clone()), Some(conv)))
             }
-            ModelKind::HdgcnStatic => Ok(Box::new(cfg.build_static(backend, rng)?)),
+            ModelKind::HdgcnStatic => Ok((Box::new(cfg.build_static(backend, rng)?), None)),
             other => Err(hdgcn::Error::InvalidConfig(format!(
                 "{} is not an HD-ChebConv model",
                 flag_name(&other)
             ))),
         }
+    }
+}
+
+/// The dynamic HD-ChebConv (MVCAttn transitions).
+pub type DynamicConv<B> = HdChebConv<B, MvcAttn<B>>;
+
+/// A convolution to train, and for the dynamic model a handle on the same
+/// layer to read its attention maps.
+pub type ProbedConv<B> = (Box<dyn GraphConv<B>>, Option<DynamicConv<B>>);
+
+/// How far a trained model's MVCAttn maps are from uniform, per HD unit
+/// (issue 67, item 6): the normalised row entropy
+/// ([`normalized_entropy`]; 1 = uniform) of `A_f` and of `A_b`, averaged
+/// over the graphs seen (a graph of one node has no spread and is left
+/// out), and the largest `|A_b - 1/M|` of any entry.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AttentionStats {
+    units: Vec<UnitStats>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+struct UnitStats {
+    forward_entropy: f64,
+    backward_entropy: f64,
+    backward_max_dev: f64,
+    graphs: usize,
+}
+
+impl AttentionStats {
+    /// Adds the maps of one forward pass (one [`AttentionMaps`] per unit).
+    ///
+    /// # Errors
+    /// As [`normalized_entropy`] for a map that is not row-stochastic
+    /// (votes routing: use attention routing).
+    pub fn add(&mut self, maps: &[AttentionMaps]) -> hdgcn::Result<()> {
+        if self.units.len() < maps.len() {
+            self.units.resize(maps.len(), UnitStats::default());
+        }
+        for (u, m) in self.units.iter_mut().zip(maps) {
+            for (af, ab) in m.forward.iter().zip(&m.backward) {
+                if af.ncols() < 2 || ab.ncols() < 2 {
+                    continue;
+                }
+                u.forward_entropy += normalized_entropy(af.view())?;
+                u.backward_entropy += normalized_entropy(ab.view())?;
+                let m_inv = 1.0 / ab.ncols() as f64;
+                let dev = ab.iter().fold(0.0_f64, |d, &p| d.max((p - m_inv).abs()));
+                u.backward_max_dev = u.backward_max_dev.max(dev);
+                u.graphs += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The `attention_entropy` field of a runner's JSON: one object per
+    /// unit (`unit` from 1, `a_f`, `a_b`, `a_b_max_dev`, `graphs`), or
+    /// `null` when nothing was added.
+    pub fn to_json(&self) -> serde_json::Value {
+        if self.units.iter().all(|u| u.graphs == 0) {
+            return serde_json::Value::Null;
+        }
+        self.units
+            .iter()
+            .enumerate()
+            .map(|(i, u)| {
+                let n = u.graphs.max(1) as f64;
+                serde_json::json!({
+                    "unit": i + 1,
+                    "a_f": u.forward_entropy / n,
+                    "a_b": u.backward_entropy / n,
+                    "a_b_max_dev": u.backward_max_dev,
+                    "graphs": u.graphs,
+                })
+            })
+            .collect()
     }
 }
 

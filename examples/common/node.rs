@@ -18,7 +18,7 @@ use std::str::FromStr;
 
 use clap::ValueEnum;
 use hdgcn::attention::Routing;
-use hdgcn::autograd::{Gradients, Param, SparseMatrix};
+use hdgcn::autograd::{Gradients, Param, SparseMatrix, Tape};
 use hdgcn::backend::{Backend, BinaryOp, Cpu, Device, UnaryOp};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{DeviceGraph, GinConv, GraphConv, HdChebConfig, SageConv};
@@ -35,7 +35,10 @@ use hdgcn::util::{median, peak_rss_mb};
 use hdgcn::{Error, Result};
 use rand::SeedableRng;
 
-use super::{Accuracies, AttnFlags, DEFAULT_SUPERNODES, ModelKind, Report, flag_name};
+use super::{
+    Accuracies, AttentionStats, AttnFlags, DEFAULT_SUPERNODES, DynamicConv, ModelKind, Report,
+    flag_name,
+};
 
 /// The `runner` a planetoid config names.
 pub const RUNNER: &str = "planetoid";
@@ -766,8 +769,21 @@ impl NodeSettings {
         classes: usize,
         rng: &mut R,
     ) -> Result<NodeClassifier<B>> {
+        Ok(self.build_model_probed(backend, d_in, classes, rng)?.0)
+    }
+
+    /// [`NodeSettings::build_model`], and for `hdgcn` a second handle on
+    /// its HD-ChebConv to read the attention maps of the trained model.
+    pub fn build_model_probed<B: Backend, R: rand::Rng>(
+        &self,
+        backend: &B,
+        d_in: usize,
+        classes: usize,
+        rng: &mut R,
+    ) -> Result<(NodeClassifier<B>, Option<DynamicConv<B>>)> {
         let (h, k, p) = (self.hidden(), self.k(), self.dropout);
-        Ok(match self.model {
+        let mut probe = None;
+        let model = match self.model {
             ModelKind::Gcn => NodeClassifier::gcn(backend, d_in, h, classes, p, rng)?,
             ModelKind::Cheb => NodeClassifier::cheb(backend, d_in, h, classes, k, p, rng)?,
             ModelKind::Gat => NodeClassifier::gat(backend, d_in, h, self.heads(), classes, p, rng)?,
@@ -781,14 +797,18 @@ impl NodeSettings {
                 let activation = self.activation()?;
                 let mut cfg = HdChebConfig::in_model(d_in, h, k, p);
                 cfg.activation = activation;
-                let conv = self.attn().hd_cheb_conv(backend, self.model, &cfg, rng)?;
+                let (conv, dynamic) = self
+                    .attn()
+                    .hd_cheb_conv_probed(backend, self.model, &cfg, rng)?;
+                probe = dynamic;
                 let model = NodeClassifier::new(vec![conv], p, activation)?;
                 match self.head {
                     Some(Head::Gcn) => model.with_gcn_head(backend, classes, rng)?,
                     _ => model.with_head(backend, classes, rng)?,
                 }
             }
-        })
+        };
+        Ok((model, probe))
     }
 
     /// The planetoid-only models: two SAGE or GIN layers (GIN: each
@@ -998,13 +1018,15 @@ pub fn run_node_with<B: Backend<Elem = f32>>(
         split: data.public_split.clone(),
     };
     let (mut acc, mut steps) = (Accuracies::default(), Vec::new());
+    let mut attention = AttentionStats::default();
     for r in 0..s.runs {
         if let Some(i) = s.split.geom_gcn_index(r) {
             task.split = data.geom_gcn_split(&geom_gcn_dir(&root), i)?;
         }
         let cfg = s.train_config(r, quiet);
         let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
-        let mut model = s.build_model(backend, data.num_features(), data.num_classes, &mut rng)?;
+        let (mut model, probe) =
+            s.build_model_probed(backend, data.num_features(), data.num_classes, &mut rng)?;
         if let Checkpoint::Load(path) = checkpoint {
             load_checkpoint(&model, path)?;
             let va = evaluate_nodes(&mut model, &task, &task.split.val)?;
@@ -1032,6 +1054,15 @@ pub fn run_node_with<B: Backend<Elem = f32>>(
                 median(&rep.step_ms)
             );
         }
+        if let Some(mut conv) = probe {
+            // The selected epoch's weights (restored by the loop), in
+            // evaluation mode: the classifier's input dropout is then the
+            // identity and the layer reads the features as they are.
+            conv.set_training(false);
+            let tape = Tape::inference(backend);
+            let (_, maps) = conv.forward_with_maps(&tape, &task.graph, &task.features)?;
+            attention.add(&maps)?;
+        }
         acc.push((rep.val_acc, rep.val_loss), rep.test_acc, rep.best_epoch);
         steps.extend(rep.step_ms);
     }
@@ -1047,7 +1078,7 @@ pub fn run_node_with<B: Backend<Elem = f32>>(
     let cfg = s.train_config(0, quiet);
     let hd = s.is_hd();
     let dynamic = s.model == ModelKind::Hdgcn;
-    let json = serde_json::json!({
+    let mut json = serde_json::json!({
         "dataset": data.name,
         "model": model_name,
         "split": split,
@@ -1090,6 +1121,10 @@ pub fn run_node_with<B: Backend<Elem = f32>>(
         "device": device.as_str(),
         "adapter": backend.name(),
     });
+    // Outside the `json!` above, which is at the macro recursion limit.
+    if let Some(obj) = json.as_object_mut() {
+        obj.insert("attention_entropy".into(), attention.to_json());
+    }
     Ok(Report { line, json })
 }
 

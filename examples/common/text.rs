@@ -31,16 +31,18 @@ use std::path::{Path, PathBuf};
 use clap::ValueEnum;
 use hdgcn::Error;
 use hdgcn::attention::Routing;
+use hdgcn::autograd::{Index, Tape};
 use hdgcn::backend::{Backend, Cpu, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
-use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
+use hdgcn::conv::{ChebConvConfig, DeviceGraph, GcnConv, GraphConv, HdChebConfig};
 use hdgcn::data::data_root;
 use hdgcn::data::text::{
     TextCorpus, TfIdf, Vocab, doc_graph, load_glove, text_gcn_dir, validation_split,
 };
-use hdgcn::models::{GraphClassifier, InputLayer, NodeWeighting};
+use hdgcn::graph::Batch;
+use hdgcn::models::{GraphClassifier, GraphInput, InputLayer, NodeWeighting};
 use hdgcn::nn::{
-    Activation, Embedding, Linear, PositionalEncoding, SubwordConfig, SubwordEmbedding,
+    Activation, Embedding, Linear, Module, PositionalEncoding, SubwordConfig, SubwordEmbedding,
 };
 use hdgcn::optim::OptimizerKind;
 use hdgcn::readout::{
@@ -52,7 +54,10 @@ use hdgcn::train::{
 use hdgcn::util::{median, peak_rss_mb};
 use rand::SeedableRng;
 
-use super::{Accuracies, AttnFlags, DEFAULT_SUPERNODES, ModelKind, Report, flag_name};
+use super::{
+    Accuracies, AttentionStats, AttnFlags, DEFAULT_SUPERNODES, DynamicConv, ModelKind, Report,
+    flag_name,
+};
 
 /// The value of `runner` in a text-classification settings file.
 pub const RUNNER: &str = "text_classification";
@@ -740,7 +745,8 @@ pub fn run_text<B: Backend<Elem = f32>>(
         .position_encoding
         .map(|scale| PositionalEncoding::new(embed_dim)?.with_scale(scale))
         .transpose()?;
-    let build_model = |seed: u64, announce: bool| -> hdgcn::Result<GraphClassifier<B>> {
+    type Probed<B> = (GraphClassifier<B>, Option<DynamicConv<B>>);
+    let build_model = |seed: u64, announce: bool| -> hdgcn::Result<Probed<B>> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let input = match (&glove, subwords) {
             (Some((table, _)), _) => InputLayer::Embedding(Embedding::from_array(backend, table)?),
@@ -777,6 +783,7 @@ pub fn run_text<B: Backend<Elem = f32>>(
         let d = input.out_channels();
         let h = s.hidden;
         let mut convs: Vec<Box<dyn GraphConv<B>>> = Vec::with_capacity(s.layers);
+        let mut probe = None;
         for layer in 0..s.layers {
             let d_in = if layer == 0 { d } else { h };
             convs.push(match model_kind {
@@ -793,7 +800,13 @@ pub fn run_text<B: Backend<Elem = f32>>(
                 _ => {
                     let mut cfg = HdChebConfig::in_model(d_in, h, k, s.dropout);
                     cfg.activation = activation;
-                    attn.hd_cheb_conv(backend, model_kind, &cfg, &mut rng)?
+                    let (conv, dynamic) =
+                        attn.hd_cheb_conv_probed(backend, model_kind, &cfg, &mut rng)?;
+                    // The first layer's maps are the ones reported.
+                    if layer == 0 {
+                        probe = dynamic;
+                    }
+                    conv
                 }
             });
         }
@@ -810,15 +823,16 @@ pub fn run_text<B: Backend<Elem = f32>>(
         if let Some(pe) = position_encoding {
             model = model.with_position_encoding(pe)?;
         }
-        Ok(model.with_node_weighting(s.node_weights_at))
+        Ok((model.with_node_weighting(s.node_weights_at), probe))
     };
     let (mut acc, mut epochs) = (Accuracies::default(), Vec::new());
+    let mut attention = AttentionStats::default();
     for r in 0..s.runs {
         let seed = s.seed + r as u64;
         let (train_idx, val_idx) = validation_split(&train_all, s.split, seed)?;
         let pick = |idx: &[usize]| idx.iter().map(|&i| samples[i].clone()).collect::<Vec<_>>();
         let (tr, va, te) = (pick(&train_idx), pick(&val_idx), pick(&test_idx));
-        let mut model = build_model(seed, r == 0)?;
+        let (mut model, probe) = build_model(seed, r == 0)?;
         if let Some(path) = &s.load {
             load_checkpoint(&model, path)?;
             let v = evaluate_graphs(&mut model, &va, s.train.batch_size)?;
@@ -854,6 +868,9 @@ pub fn run_text<B: Backend<Elem = f32>>(
                 100.0 * rep.test_acc,
                 median(&rep.epoch_secs)
             );
+        }
+        if let Some(conv) = probe {
+            attention_on_docs(&mut model, conv, &te, s.train.batch_size, &mut attention)?;
         }
         acc.push((rep.val_acc, rep.val_loss), rep.test_acc, rep.best_epoch);
         epochs.extend(rep.epoch_secs);
@@ -921,6 +938,7 @@ pub fn run_text<B: Backend<Elem = f32>>(
         "test_accs": acc.test,
         "best_epochs": acc.best_epochs,
         "epoch_s_median": ep,
+        "attention_entropy": attention.to_json(),
         "peak_rss_mb": rss,
         "device": device.as_str(),
         "adapter": backend.name(),
@@ -933,4 +951,45 @@ pub fn run_text<B: Backend<Elem = f32>>(
         }
     }
     Ok(Report { line, json })
+}
+
+/// Adds the first HD unit stack's attention maps over `docs` (in batches
+/// of `batch_size`, evaluation mode) to `stats`: the trained model's maps
+/// over the test documents, as the runner reports them.
+///
+/// # Errors
+/// As [`GraphClassifier::conv_input`] and
+/// [`hdgcn::conv::HdChebConv::forward_with_maps`].
+pub fn attention_on_docs<B: Backend>(
+    model: &mut GraphClassifier<B>,
+    mut conv: DynamicConv<B>,
+    docs: &[GraphSample],
+    batch_size: usize,
+    stats: &mut AttentionStats,
+) -> hdgcn::Result<()> {
+    model.set_training(false);
+    conv.set_training(false);
+    let backend = model.backend().clone();
+    for chunk in docs.chunks(batch_size.max(1)) {
+        let graphs: Vec<_> = chunk.iter().map(|d| d.graph.clone()).collect();
+        let batch = Batch::new(&graphs)?;
+        let graph = DeviceGraph::from_batch(&backend, &batch)?;
+        let mut ids = Vec::with_capacity(batch.graph().num_nodes());
+        for d in chunk {
+            match &d.features {
+                GraphFeatures::Tokens(t) => ids.extend_from_slice(t),
+                GraphFeatures::Dense(_) => {
+                    return Err(Error::InvalidConfig(
+                        "attention statistics read token documents".into(),
+                    ));
+                }
+            }
+        }
+        let tape = Tape::inference(&backend);
+        let x = GraphInput::Tokens(Index::new(&backend, &ids)?);
+        let h = model.conv_input(&tape, &graph, &x, 0)?;
+        let (_, maps) = conv.forward_with_maps(&tape, &graph, &h)?;
+        stats.add(&maps)?;
+    }
+    Ok(())
 }
