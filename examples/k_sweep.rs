@@ -20,8 +20,9 @@
 //! choice: nothing here feeds back into the configs.
 //!
 //! `--plot FILE` draws two panels: test accuracy against K for both
-//! variants (mean ± std over the runs), and the dynamic model's entropy of
-//! `A_b` (solid) and `A_f` (dashed) per unit, one line per K. `--from
+//! variants (mean ± std over the runs), and the dynamic model's distance
+//! from uniform, `1 - entropy` on a log axis (floored at 1e-9, `f32`
+//! rounding), of `A_b` (solid) and `A_f` (dashed) per unit, one line per K. `--from
 //! RECORDS` redraws the plot from such JSON lines without training.
 
 #[allow(dead_code)]
@@ -281,6 +282,15 @@ fn entropies(p: &Point) -> Vec<(f64, f64)> {
         .unwrap_or_default()
 }
 
+/// Where the entropy panel's axis ends: distances from uniform below it
+/// are `f32` rounding of a uniform map and are drawn on it.
+const DEFICIT_FLOOR: f64 = 1e-9;
+
+/// `1 - entropy`, at least [`DEFICIT_FLOOR`].
+fn deficit(entropy: f64) -> f64 {
+    (1.0 - entropy).max(DEFICIT_FLOOR)
+}
+
 fn plot_error(e: impl std::fmt::Display) -> Error {
     Error::InvalidConfig(format!("drawing the plot: {e}"))
 }
@@ -330,7 +340,10 @@ fn plot(path: &Path, points: &[Point], title: &str) -> Result<()> {
             .build_cartesian_2d((kmin - 0.5)..(kmax + 0.5), (lo - pad)..(hi + pad))
             .map_err(plot_error)?;
         let mut mesh = chart.configure_mesh();
-        mesh.x_desc("K").y_desc("test accuracy (%)");
+        mesh.x_desc("K")
+            .y_desc("test accuracy (%)")
+            .x_labels((kmax - kmin) as usize + 2)
+            .x_label_formatter(&|x| format!("{x:.0}"));
         if !labels {
             mesh.disable_x_axis().disable_y_axis();
         }
@@ -384,16 +397,20 @@ fn plot(path: &Path, points: &[Point], title: &str) -> Result<()> {
             .map(|p| entropies(p).len())
             .max()
             .unwrap_or(1);
-        let e_lo = dynamic
+        // Drawn as the distance from uniform, 1 - entropy, on a log scale:
+        // trained maps sit anywhere from 1e-1 to f32 rounding (1e-7 and
+        // below), which a linear axis near 1 cannot tell apart.
+        let e_hi = dynamic
             .iter()
             .flat_map(|p| entropies(p).into_iter().flat_map(|(f, b)| [f, b]))
             .filter(|v| v.is_finite())
-            .fold(1.0_f64, f64::min);
+            .map(deficit)
+            .fold(DEFICIT_FLOOR * 10.0, f64::max);
         let mut chart = ChartBuilder::on(&right)
             .margin(20)
             .caption(
                 if labels {
-                    "HDGCN: entropy of A_b (solid), A_f (dashed) per unit".to_string()
+                    "HDGCN: 1 - entropy of A_b (solid), A_f (dashed)".to_string()
                 } else {
                     String::new()
                 },
@@ -401,10 +418,17 @@ fn plot(path: &Path, points: &[Point], title: &str) -> Result<()> {
             )
             .x_label_area_size(if labels { 40 } else { 0 })
             .y_label_area_size(if labels { 60 } else { 0 })
-            .build_cartesian_2d(0.5..(units as f64 + 0.5), (e_lo - 0.02).max(0.0)..1.005)
+            .build_cartesian_2d(
+                0.5..(units as f64 + 0.5),
+                (DEFICIT_FLOOR * 0.5..(e_hi * 2.0).min(1.0)).log_scale(),
+            )
             .map_err(plot_error)?;
         let mut mesh = chart.configure_mesh();
-        mesh.x_desc("HD unit").y_desc("normalised row entropy");
+        mesh.x_desc("HD unit")
+            .y_desc("1 - normalised row entropy")
+            .x_labels(units + 2)
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y:.0e}"));
         if !labels {
             mesh.disable_x_axis().disable_y_axis();
         }
@@ -415,12 +439,12 @@ fn plot(path: &Path, points: &[Point], title: &str) -> Result<()> {
             let ab: Vec<(f64, f64)> = e
                 .iter()
                 .enumerate()
-                .map(|(u, v)| (u as f64 + 1.0, v.1))
+                .map(|(u, v)| (u as f64 + 1.0, deficit(v.1)))
                 .collect();
             let af: Vec<(f64, f64)> = e
                 .iter()
                 .enumerate()
-                .map(|(u, v)| (u as f64 + 1.0, v.0))
+                .map(|(u, v)| (u as f64 + 1.0, deficit(v.0)))
                 .collect();
             let series = chart
                 .draw_series(std::iter::once(PathElement::new(
@@ -454,7 +478,7 @@ fn plot(path: &Path, points: &[Point], title: &str) -> Result<()> {
         if labels && !dynamic.is_empty() {
             chart
                 .configure_series_labels()
-                .position(SeriesLabelPosition::LowerLeft)
+                .position(SeriesLabelPosition::MiddleLeft)
                 .background_style(WHITE.mix(0.8))
                 .border_style(BLACK)
                 .draw()

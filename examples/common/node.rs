@@ -1124,6 +1124,7 @@ pub fn run_node_with<B: Backend<Elem = f32>>(
     // Outside the `json!` above, which is at the macro recursion limit.
     if let Some(obj) = json.as_object_mut() {
         obj.insert("attention_entropy".into(), attention.to_json());
+        obj.insert("raw_features".into(), s.raw_features.into());
     }
     Ok(Report { line, json })
 }
