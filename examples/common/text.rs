@@ -31,16 +31,15 @@ use std::path::{Path, PathBuf};
 use clap::ValueEnum;
 use hdgcn::Error;
 use hdgcn::attention::Routing;
-use hdgcn::autograd::{Index, Tape};
+use hdgcn::autograd::Tape;
 use hdgcn::backend::{Backend, Cpu, Device};
 use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
-use hdgcn::conv::{ChebConvConfig, DeviceGraph, GcnConv, GraphConv, HdChebConfig};
+use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
 use hdgcn::data::data_root;
 use hdgcn::data::text::{
     TextCorpus, TfIdf, Vocab, doc_graph, load_glove, text_gcn_dir, validation_split,
 };
-use hdgcn::graph::Batch;
-use hdgcn::models::{GraphClassifier, GraphInput, InputLayer, NodeWeighting};
+use hdgcn::models::{GraphClassifier, InputLayer, NodeWeighting};
 use hdgcn::nn::{
     Activation, Embedding, Linear, Module, PositionalEncoding, SubwordConfig, SubwordEmbedding,
 };
@@ -49,7 +48,8 @@ use hdgcn::readout::{
     AttentionPooling, GatedReadout, MaxReadout, MeanMaxReadout, MeanReadout, Readout, SumReadout,
 };
 use hdgcn::train::{
-    GraphFeatures, GraphSample, GraphTrainConfig, evaluate_graphs, train_graph_classifier,
+    GraphBatch, GraphFeatures, GraphSample, GraphTrainConfig, evaluate_graphs,
+    train_graph_classifier,
 };
 use hdgcn::util::{median, peak_rss_mb};
 use rand::SeedableRng;
@@ -958,7 +958,7 @@ pub fn run_text<B: Backend<Elem = f32>>(
 /// over the test documents, as the runner reports them.
 ///
 /// # Errors
-/// As [`GraphClassifier::conv_input`] and
+/// As [`GraphBatch::new`], [`GraphClassifier::conv_input`] and
 /// [`hdgcn::conv::HdChebConv::forward_with_maps`].
 pub fn attention_on_docs<B: Backend>(
     model: &mut GraphClassifier<B>,
@@ -971,24 +971,11 @@ pub fn attention_on_docs<B: Backend>(
     conv.set_training(false);
     let backend = model.backend().clone();
     for chunk in docs.chunks(batch_size.max(1)) {
-        let graphs: Vec<_> = chunk.iter().map(|d| d.graph.clone()).collect();
-        let batch = Batch::new(&graphs)?;
-        let graph = DeviceGraph::from_batch(&backend, &batch)?;
-        let mut ids = Vec::with_capacity(batch.graph().num_nodes());
-        for d in chunk {
-            match &d.features {
-                GraphFeatures::Tokens(t) => ids.extend_from_slice(t),
-                GraphFeatures::Dense(_) => {
-                    return Err(Error::InvalidConfig(
-                        "attention statistics read token documents".into(),
-                    ));
-                }
-            }
-        }
+        let chunk: Vec<&GraphSample> = chunk.iter().collect();
+        let batch = GraphBatch::new(&backend, &chunk)?;
         let tape = Tape::inference(&backend);
-        let x = GraphInput::Tokens(Index::new(&backend, &ids)?);
-        let h = model.conv_input(&tape, &graph, &x, 0)?;
-        let (_, maps) = conv.forward_with_maps(&tape, &graph, &h)?;
+        let h = model.conv_input(&tape, batch.graph(), &batch.input(&tape), 0)?;
+        let (_, maps) = conv.forward_with_maps(&tape, batch.graph(), &h)?;
         stats.add(&maps)?;
     }
     Ok(())

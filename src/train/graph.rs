@@ -539,13 +539,20 @@ impl<B: Backend> GraphBatch<B> {
     /// As [`GraphClassifier::forward_weighted`].
     pub fn forward(&self, model: &GraphClassifier<B>, tape: &Tape<B>) -> Result<Var<B>> {
         let w = self.weights.as_ref().map(|w| tape.constant(w.clone()));
-        let x = match &self.input {
-            BatchInput::Tokens(idx) => GraphInput::Tokens(idx.clone()),
-            BatchInput::Dense(t) => GraphInput::Features(Features::Dense(tape.constant(t.clone()))),
-        };
+        let x = self.input(tape);
         match &self.nodes {
             Some(nodes) => model.forward_nodes(tape, &self.graph, &x, w.as_ref(), nodes),
             None => model.forward_weighted(tape, &self.graph, &x, w.as_ref()),
+        }
+    }
+
+    /// The batch's node inputs on `tape` (token ids, or the features as a
+    /// constant), as [`GraphClassifier`]'s methods read them, for example
+    /// [`GraphClassifier::conv_input`].
+    pub fn input(&self, tape: &Tape<B>) -> GraphInput<B> {
+        match &self.input {
+            BatchInput::Tokens(idx) => GraphInput::Tokens(idx.clone()),
+            BatchInput::Dense(t) => GraphInput::Features(Features::Dense(tape.constant(t.clone()))),
         }
     }
 
