@@ -1,8 +1,9 @@
 //! The tape: recorded nodes, the closed op enum, and the backward pass.
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use super::custom::CustomOpRef;
 use super::param::{Gradients, Param, ParamId};
@@ -39,8 +40,9 @@ pub(crate) enum Op<B: Backend> {
     Softmax { x: usize, axis: Axis, log: bool },
     /// Row standardisation (no affine part).
     LayerNorm { x: usize, rstd: B::Tensor },
-    /// Multiplication by a saved dropout mask.
-    Dropout { x: usize, mask: B::Tensor },
+    /// Multiplication by a dropout mask, drawn again from its seed in the
+    /// backward pass rather than kept.
+    Dropout { x: usize, p: f64, seed: u64 },
     /// Concatenation along an axis.
     Concat { parts: Vec<usize>, axis: Axis },
     /// A range of rows or columns.
@@ -77,9 +79,134 @@ pub(crate) enum Op<B: Backend> {
     },
 }
 
+/// What the backward pass of an op reads besides its gradient: the values of
+/// some inputs, and its own output.
+struct Saved {
+    inputs: [Option<usize>; 2],
+    all_inputs: bool,
+    output: bool,
+}
+
+impl Saved {
+    const NOTHING: Saved = Saved {
+        inputs: [None, None],
+        all_inputs: false,
+        output: false,
+    };
+
+    fn output() -> Saved {
+        Saved {
+            output: true,
+            ..Saved::NOTHING
+        }
+    }
+
+    fn inputs(a: Option<usize>, b: Option<usize>) -> Saved {
+        Saved {
+            inputs: [a, b],
+            ..Saved::NOTHING
+        }
+    }
+}
+
+/// Whether a unary op's gradient reads its input (`x`) and its output (`y`).
+/// ReLU, sigmoid, tanh and exp read only `y` (for ReLU `y > 0` exactly when
+/// `x > 0`), so the pre-activation need not be kept.
+pub(crate) fn unary_reads(op: UnaryOp) -> (bool, bool) {
+    match op {
+        UnaryOp::Relu | UnaryOp::Sigmoid | UnaryOp::Tanh | UnaryOp::Exp => (false, true),
+        UnaryOp::Neg | UnaryOp::Affine(..) => (false, false),
+        UnaryOp::LeakyRelu(_) | UnaryOp::Gelu | UnaryOp::Log | UnaryOp::Square => (true, false),
+        UnaryOp::Elu(_) => (true, true),
+    }
+}
+
+impl<B: Backend> Op<B> {
+    /// What this op's backward reads, given which nodes need a gradient.
+    fn saved(&self, rg: impl Fn(usize) -> bool) -> Saved {
+        let on = |cond: bool, k: usize| cond.then_some(k);
+        match self {
+            Op::Leaf
+            | Op::SpMM { .. }
+            | Op::SumAxis { .. }
+            | Op::Dropout { .. }
+            | Op::Concat { .. }
+            | Op::Slice { .. }
+            | Op::Gather { .. }
+            | Op::SegmentReduce { .. }
+            | Op::SegmentBroadcast { .. }
+            | Op::Reshape { .. }
+            | Op::Nll { .. } => Saved::NOTHING,
+            &Op::MatMul { a, b, .. } => Saved::inputs(on(rg(b), a), on(rg(a), b)),
+            &Op::Binary { op, a, b } => match op {
+                BinaryOp::Add | BinaryOp::Sub => Saved::NOTHING,
+                BinaryOp::Mul => Saved::inputs(on(rg(b), a), on(rg(a), b)),
+                BinaryOp::Div => Saved {
+                    output: rg(b),
+                    ..Saved::inputs(None, Some(b))
+                },
+            },
+            &Op::Unary { op, x } => {
+                let (rx, ry) = unary_reads(op);
+                Saved {
+                    output: ry,
+                    ..Saved::inputs(on(rx, x), None)
+                }
+            }
+            Op::Softmax { .. } | Op::LayerNorm { .. } | Op::SegmentSoftmax { .. } => {
+                Saved::output()
+            }
+            &Op::SegmentScores { k, q, .. } => Saved::inputs(Some(k), Some(q)),
+            &Op::SegmentMix { a, u, .. } => Saved::inputs(Some(a), Some(u)),
+            &Op::SegmentWeightedSum { a, x, .. } => Saved::inputs(Some(a), Some(x)),
+            &Op::Bce { z, .. } => Saved::inputs(Some(z), None),
+            Op::Custom { .. } => Saved {
+                all_inputs: true,
+                output: true,
+                ..Saved::NOTHING
+            },
+        }
+    }
+}
+
+/// A value the backward pass will read.
+enum Kept<B: Backend> {
+    Value(Rc<B::Tensor>),
+    /// A dropout's output, kept as its input (which something else usually
+    /// keeps anyway: the features, an activation's output) and drawn again
+    /// when read, so that a dropout does not double the memory of what it
+    /// drops out.
+    Dropout {
+        x: Rc<B::Tensor>,
+        p: f64,
+        seed: u64,
+    },
+}
+
+impl<B: Backend> Kept<B> {
+    fn get(&self, b: &B) -> Cow<'_, B::Tensor> {
+        match self {
+            Kept::Value(v) => Cow::Borrowed(&**v),
+            Kept::Dropout { x, p, seed } => Cow::Owned(b.dropout(x, *p, *seed)),
+        }
+    }
+}
+
+/// One recorded value. The tape keeps a value (`kept`) only while a
+/// backward pass can still read it: an op's output when its own backward
+/// reads it, an input when a later op's backward reads it, a parameter
+/// always. Every other intermediate is freed as soon as the caller drops
+/// its `Var` (`value` is only a weak handle), and the backward pass frees
+/// each kept value once nothing later in the pass reads it, so the memory
+/// of a step is what its gradients need, not every tensor it made.
 pub(crate) struct Node<B: Backend> {
     pub(crate) op: Op<B>,
-    pub(crate) value: Rc<B::Tensor>,
+    value: Weak<B::Tensor>,
+    kept: Option<Kept<B>>,
+    /// For a dropout's output: its input, probability and seed, from which
+    /// the output can be drawn again.
+    redo: Option<(Weak<B::Tensor>, f64, u64)>,
+    shape: (usize, usize),
     pub(crate) requires_grad: bool,
     pub(crate) param: Option<ParamId>,
 }
@@ -171,6 +298,46 @@ impl<B: Backend> Tape<B> {
         self.inner.nodes.borrow().len()
     }
 
+    /// Number of tensor elements this tape holds for its backward pass,
+    /// beyond the parameters (whose values the [`Param`]s hold anyway): the
+    /// inputs and outputs that recorded ops' gradients read, each counted
+    /// once. Intermediates that no gradient reads are not held (they are
+    /// freed when the caller drops their [`Var`]); a dropout's output is
+    /// held as its input and drawn again; a backward pass frees what it
+    /// has read, so this is 0 after it.
+    ///
+    /// ```
+    /// use hdgcn::autograd::{Param, Tape};
+    /// use hdgcn::backend::Cpu;
+    /// let cpu = Cpu::<f64>::new();
+    /// let w = Param::from_array(&cpu, &ndarray::Array2::ones((3, 2)));
+    /// let tape = Tape::new(&cpu);
+    /// let x = tape.constant_array(&ndarray::Array2::ones((4, 3)));
+    /// // `x · w` keeps `x` (the weight's gradient reads it); `tanh` keeps its output.
+    /// let y = x.matmul(&tape.param(&w)).unwrap().tanh().sum_all();
+    /// assert_eq!(tape.saved_elements(), 4 * 3 + 4 * 2);
+    /// y.backward().unwrap();
+    /// assert_eq!(tape.saved_elements(), 0);
+    /// ```
+    pub fn saved_elements(&self) -> usize {
+        let nodes = self.inner.nodes.borrow();
+        let mut seen = std::collections::HashSet::new();
+        let b = &self.inner.backend;
+        let mut total = 0;
+        for node in nodes.iter().filter(|n| n.param.is_none()) {
+            let t = match &node.kept {
+                Some(Kept::Value(v)) => v,
+                Some(Kept::Dropout { x, .. }) => x,
+                None => continue,
+            };
+            if seen.insert(Rc::as_ptr(t)) {
+                let (r, c) = b.shape(t);
+                total += r * c;
+            }
+        }
+        total
+    }
+
     /// Whether nothing has been recorded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -187,6 +354,11 @@ impl<B: Backend> Tape<B> {
     /// A constant (no gradient) from a device tensor.
     pub fn constant(&self, t: B::Tensor) -> Var<B> {
         self.leaf(t, false, None)
+    }
+
+    /// A constant sharing a value already on the device (no copy).
+    pub(crate) fn constant_shared(&self, t: Rc<B::Tensor>) -> Var<B> {
+        self.shared_leaf(t, false, None)
     }
 
     /// A constant from a host array.
@@ -208,7 +380,13 @@ impl<B: Backend> Tape<B> {
             return self.shared_leaf(p.shared_value(), false, None);
         }
         if let Some(&id) = self.inner.params.borrow().get(&p.id()) {
-            let value = self.inner.nodes.borrow()[id].value.clone();
+            let node = &self.inner.nodes.borrow()[id];
+            let value = match &node.kept {
+                Some(Kept::Value(v)) => Some(v.clone()),
+                _ => None,
+            }
+            .or_else(|| node.value.upgrade())
+            .unwrap_or_else(|| p.shared_value());
             return Var::from_parts(self.clone(), Some(id), value, true);
         }
         let v = self.shared_leaf(p.shared_value(), true, Some(p.id()));
@@ -234,7 +412,12 @@ impl<B: Backend> Tape<B> {
         }
         let id = self.push(Node {
             op: Op::Leaf,
-            value: value.clone(),
+            value: Rc::downgrade(&value),
+            // A parameter's value is shared with the `Param`: keeping it
+            // costs nothing, and `param` hands it out again.
+            kept: param.is_some().then(|| Kept::Value(value.clone())),
+            redo: None,
+            shape: self.inner.backend.shape(&value),
             requires_grad,
             param,
         });
@@ -254,21 +437,60 @@ impl<B: Backend> Tape<B> {
         if !self.inner.grad_enabled {
             return Var::from_parts(self.clone(), None, value, false);
         }
+        let redo = match &op {
+            &Op::Dropout { p, seed, .. } => inputs
+                .first()
+                .map(|x| (Rc::downgrade(x.value_rc()), p, seed)),
+            _ => None,
+        };
         let op = if requires_grad { op } else { Op::Leaf };
-        let id = self.push(Node {
+        let mut nodes = self.inner.nodes.borrow_mut();
+        let saved = op.saved(|k| nodes[k].requires_grad);
+        let needed: Vec<usize> = match &op {
+            Op::Custom { inputs: ins, .. } if saved.all_inputs => ins.clone(),
+            _ => saved.inputs.iter().flatten().copied().collect(),
+        };
+        for k in needed {
+            if nodes[k].kept.is_none() {
+                // A dropout's output is kept as its input while that lives;
+                // otherwise the operand's `Var` is among `inputs` (it holds
+                // the value), and the weak handle is the fallback.
+                let redo = nodes[k].redo.as_ref().and_then(|(x, p, seed)| {
+                    x.upgrade().map(|x| Kept::Dropout {
+                        x,
+                        p: *p,
+                        seed: *seed,
+                    })
+                });
+                nodes[k].kept = redo.or_else(|| {
+                    inputs
+                        .iter()
+                        .find(|v| v.node() == Some(k))
+                        .map(|v| v.value_rc().clone())
+                        .or_else(|| nodes[k].value.upgrade())
+                        .map(Kept::Value)
+                });
+            }
+        }
+        nodes.push(Node {
+            kept: saved.output.then(|| Kept::Value(value.clone())),
+            redo,
+            value: Rc::downgrade(&value),
+            shape: self.inner.backend.shape(&value),
             op,
-            value: value.clone(),
             requires_grad,
             param: None,
         });
+        let id = nodes.len() - 1;
+        drop(nodes);
         Var::from_parts(self.clone(), Some(id), value, requires_grad)
     }
 
     /// Reverse pass from node `root` (a `1 x 1` value) over the tape.
     pub(crate) fn backward(&self, root: usize) -> Result<Gradients<B>> {
         let b = &self.inner.backend;
-        let nodes = self.inner.nodes.borrow();
-        let (r, c) = b.shape(&nodes[root].value);
+        let mut nodes = self.inner.nodes.borrow_mut();
+        let (r, c) = nodes[root].shape;
         if (r, c) != (1, 1) {
             return Err(Error::Autograd(format!(
                 "backward needs a 1 x 1 value, got {r} x {c}"
@@ -278,12 +500,33 @@ impl<B: Backend> Tape<B> {
         grads[root] = Some(b.full(1, 1, num_traits::One::one()));
         let mut out = Gradients::default();
         for i in (0..=root).rev() {
+            // Every reader of node `i`'s value comes later on the tape and
+            // has run: this pass is the last to need it.
+            let own = nodes[i].kept.take();
             let Some(g) = grads[i].take() else { continue };
+            let nodes = &*nodes;
             let node = &nodes[i];
             if !node.requires_grad {
                 continue;
             }
-            let val = |k: usize| -> &B::Tensor { &nodes[k].value };
+            let released = || {
+                Error::Autograd(
+                    "a value this backward pass needs was released (by an earlier \
+                     backward pass over the same tape: record the forward pass again)"
+                        .into(),
+                )
+            };
+            let val = |k: usize| -> Result<Cow<'_, B::Tensor>> {
+                nodes[k]
+                    .kept
+                    .as_ref()
+                    .map(|v| v.get(b))
+                    .ok_or_else(released)
+            };
+            let own = || -> Result<Cow<'_, B::Tensor>> {
+                own.as_ref().map(|v| v.get(b)).ok_or_else(released)
+            };
+            let shape = |k: usize| nodes[k].shape;
             let acc = |k: usize, t: B::Tensor, grads: &mut Vec<Option<B::Tensor>>| {
                 if nodes[k].requires_grad {
                     add_into_slot(b, &mut grads[k], t);
@@ -298,8 +541,8 @@ impl<B: Backend> Tape<B> {
                     }
                 }
                 &Op::MatMul { a, b: bb, ta, tb } => {
-                    let (av, bv) = (val(a), val(bb));
                     if nodes[a].requires_grad {
+                        let bv = &*val(bb)?;
                         let da = match (ta, tb) {
                             (false, false) => b.matmul(&g, bv, false, true),
                             (false, true) => b.matmul(&g, bv, false, false),
@@ -309,6 +552,7 @@ impl<B: Backend> Tape<B> {
                         acc(a, da, &mut grads);
                     }
                     if nodes[bb].requires_grad {
+                        let av = &*val(a)?;
                         let db = match (ta, tb) {
                             (false, false) => b.matmul(av, &g, true, false),
                             (false, true) => b.matmul(&g, av, true, false),
@@ -323,8 +567,7 @@ impl<B: Backend> Tape<B> {
                     acc(*x, dx, &mut grads);
                 }
                 &Op::Binary { op, a, b: bb } => {
-                    let (av, bv) = (val(a), val(bb));
-                    let (sa, sb) = (b.shape(av), b.shape(bv));
+                    let (sa, sb) = (shape(a), shape(bb));
                     let (need_a, need_b) = (nodes[a].requires_grad, nodes[bb].requires_grad);
                     // Fits a gradient to an operand's shape: a gradient of
                     // that shape is used as it is, a broadcast one is
@@ -352,11 +595,11 @@ impl<B: Backend> Tape<B> {
                             }
                             BinaryOp::Add => fit(g.take().expect("not taken yet"), sb),
                             BinaryOp::Sub => fit(b.unary(UnaryOp::Neg, gr), sb),
-                            BinaryOp::Mul => fit(b.binary(BinaryOp::Mul, gr, av), sb),
+                            BinaryOp::Mul => fit(b.binary(BinaryOp::Mul, gr, &*val(a)?), sb),
                             // d(a/b)/db = -(a/b)/b * g = -out * g / b
                             BinaryOp::Div => {
-                                let t = b.binary(BinaryOp::Div, gr, bv);
-                                let t = b.binary(BinaryOp::Mul, &t, &node.value);
+                                let t = b.binary(BinaryOp::Div, gr, &*val(bb)?);
+                                let t = b.binary(BinaryOp::Mul, &t, &*own()?);
                                 fit(b.unary(UnaryOp::Neg, &t), sb)
                             }
                         };
@@ -368,35 +611,49 @@ impl<B: Backend> Tape<B> {
                             .expect("taken above only when `a` needs no gradient");
                         let da = match op {
                             BinaryOp::Add | BinaryOp::Sub => g,
-                            BinaryOp::Mul => b.binary(BinaryOp::Mul, &g, bv),
-                            BinaryOp::Div => b.binary(BinaryOp::Div, &g, bv),
+                            BinaryOp::Mul => b.binary(BinaryOp::Mul, &g, &*val(bb)?),
+                            BinaryOp::Div => b.binary(BinaryOp::Div, &g, &*val(bb)?),
                         };
                         acc(a, fit(da, sa), &mut grads);
                     }
                 }
                 &Op::Unary { op, x } => {
-                    let dx = b.unary_grad(op, val(x), &node.value, &g);
+                    // A side the gradient does not read is not kept: any
+                    // tensor of the same shape stands in for it.
+                    let dx = match unary_reads(op) {
+                        (true, true) => b.unary_grad(op, &*val(x)?, &*own()?, &g),
+                        (true, false) => {
+                            let xv = val(x)?;
+                            b.unary_grad(op, &*xv, &*xv, &g)
+                        }
+                        (false, true) => {
+                            let y = own()?;
+                            b.unary_grad(op, &*y, &*y, &g)
+                        }
+                        (false, false) => b.unary_grad(op, &g, &g, &g),
+                    };
                     acc(x, dx, &mut grads);
                 }
                 &Op::SumAxis { x } => {
-                    let (r, c) = b.shape(val(x));
+                    let (r, c) = shape(x);
                     acc(x, b.broadcast_to(&g, r, c), &mut grads);
                 }
                 &Op::Softmax { x, axis, log } => {
-                    let dx = b.softmax_grad(&node.value, &g, axis, log);
+                    let dx = b.softmax_grad(&*own()?, &g, axis, log);
                     acc(x, dx, &mut grads);
                 }
                 Op::LayerNorm { x, rstd } => {
-                    let dx = b.layer_norm_grad(&node.value, rstd, &g);
+                    let dx = b.layer_norm_grad(&*own()?, rstd, &g);
                     acc(*x, dx, &mut grads);
                 }
-                Op::Dropout { x, mask } => {
-                    acc(*x, b.binary(BinaryOp::Mul, &g, mask), &mut grads);
+                &Op::Dropout { x, p, seed } => {
+                    // The same mask, drawn again from its seed.
+                    acc(x, b.dropout(&g, p, seed), &mut grads);
                 }
                 Op::Concat { parts, axis } => {
                     let mut start = 0;
                     for &p in parts {
-                        let (r, c) = b.shape(val(p));
+                        let (r, c) = shape(p);
                         let len = if *axis == Axis::Rows { r } else { c };
                         if nodes[p].requires_grad {
                             acc(p, b.slice(&g, *axis, start, start + len), &mut grads);
@@ -406,24 +663,24 @@ impl<B: Backend> Tape<B> {
                 }
                 &Op::Slice { x, axis, start, .. } => {
                     if nodes[x].requires_grad {
-                        let (r, c) = b.shape(val(x));
+                        let (r, c) = shape(x);
                         let slot = grads[x].get_or_insert_with(|| b.full(r, c, zero()));
                         b.slice_add_assign(slot, &g, axis, start);
                     }
                 }
                 Op::Gather { x, idx } => {
-                    let (r, _) = b.shape(val(*x));
+                    let (r, _) = shape(*x);
                     acc(*x, b.scatter_add_rows(&g, idx, r), &mut grads);
                 }
                 Op::SegmentReduce { x, ptr, op, argmax } => {
                     if nodes[*x].requires_grad {
-                        let (r, _) = b.shape(val(*x));
+                        let (r, _) = shape(*x);
                         let slot = &mut grads[*x];
                         b.segment_reduce_grad_into(slot, &g, ptr, *op, argmax.as_ref(), r);
                     }
                 }
                 Op::SegmentSoftmax { x, ptr } => {
-                    acc(*x, b.segment_softmax_grad(&node.value, &g, ptr), &mut grads);
+                    acc(*x, b.segment_softmax_grad(&*own()?, &g, ptr), &mut grads);
                 }
                 Op::SegmentBroadcast { x, ptr } => {
                     let (dx, _) = b.segment_reduce(&g, ptr, SegmentReduce::Sum);
@@ -434,14 +691,15 @@ impl<B: Backend> Tape<B> {
                 Op::SegmentScores { k, q, ptr } => {
                     let dk = nodes[*k].requires_grad.then_some(&mut grads[*k]);
                     let want_dq = nodes[*q].requires_grad;
-                    let dq = b.segment_scores_grad(&g, val(*k), val(*q), ptr, dk, want_dq);
+                    let dq = b.segment_scores_grad(&g, &*val(*k)?, &*val(*q)?, ptr, dk, want_dq);
                     if let Some(dq) = dq {
                         acc(*q, dq, &mut grads);
                     }
                 }
                 Op::SegmentMix { a, u, ptr } => {
                     let (want_da, want_du) = (nodes[*a].requires_grad, nodes[*u].requires_grad);
-                    let (da, du) = b.segment_mix_grad(&g, val(*a), val(*u), ptr, want_da, want_du);
+                    let (da, du) =
+                        b.segment_mix_grad(&g, &*val(*a)?, &*val(*u)?, ptr, want_da, want_du);
                     if let Some(da) = da {
                         acc(*a, da, &mut grads);
                     }
@@ -452,26 +710,29 @@ impl<B: Backend> Tape<B> {
                 Op::SegmentWeightedSum { a, x, ptr } => {
                     let want_da = nodes[*a].requires_grad;
                     let dx = nodes[*x].requires_grad.then_some(&mut grads[*x]);
-                    let da = b.segment_weighted_sum_grad(&g, val(*a), val(*x), ptr, want_da, dx);
+                    let da =
+                        b.segment_weighted_sum_grad(&g, &*val(*a)?, &*val(*x)?, ptr, want_da, dx);
                     if let Some(da) = da {
                         acc(*a, da, &mut grads);
                     }
                 }
                 &Op::Reshape { x } => {
-                    let (r, c) = b.shape(val(x));
+                    let (r, c) = shape(x);
                     acc(x, b.reshape(&g, r, c), &mut grads);
                 }
                 Op::Nll { logp, target } => {
-                    let (r, c) = b.shape(val(*logp));
+                    let (r, c) = shape(*logp);
                     acc(*logp, b.nll_grad(&g, target, r, c), &mut grads);
                 }
                 Op::Bce { z, y } => {
-                    acc(*z, b.bce_with_logits_grad(val(*z), y, &g), &mut grads);
+                    acc(*z, b.bce_with_logits_grad(&*val(*z)?, y, &g), &mut grads);
                 }
                 Op::Custom { op, inputs } => {
                     let name = op.0.name();
-                    let ins: Vec<&B::Tensor> = inputs.iter().map(|&k| val(k)).collect();
-                    let gs = op.0.backward(b, &ins, &node.value, &g)?;
+                    let ins: Vec<Cow<'_, B::Tensor>> =
+                        inputs.iter().map(|&k| val(k)).collect::<Result<_>>()?;
+                    let ins: Vec<&B::Tensor> = ins.iter().map(|v| &**v).collect();
+                    let gs = op.0.backward(b, &ins, &*own()?, &g)?;
                     if gs.len() != inputs.len() {
                         return Err(Error::Autograd(format!(
                             "custom op {name}: backward returned {} gradients for {} inputs",
@@ -481,7 +742,7 @@ impl<B: Backend> Tape<B> {
                     }
                     for (pos, (&k, gk)) in inputs.iter().zip(gs).enumerate() {
                         let Some(gk) = gk else { continue };
-                        let (want, got) = (b.shape(val(k)), b.shape(&gk));
+                        let (want, got) = (shape(k), b.shape(&gk));
                         if want != got {
                             return Err(Error::Autograd(format!(
                                 "custom op {name}: gradient for input {pos} is {} x {}, \

@@ -58,6 +58,11 @@ impl<B: Backend> Var<B> {
         self.node
     }
 
+    /// The shared value.
+    pub(crate) fn value_rc(&self) -> &Rc<B::Tensor> {
+        &self.value
+    }
+
     fn id(&self) -> usize {
         // Only called when recording, where every Var has a node.
         self.node.unwrap_or(usize::MAX)
@@ -405,10 +410,17 @@ impl<B: Backend> Var<B> {
         if p == 0.0 {
             return Ok(self.clone());
         }
-        let (r, c) = self.shape();
-        let mask = self.backend().dropout_mask(r, c, p, self.tape.next_seed());
-        let v = self.backend().binary(BinaryOp::Mul, &self.value, &mask);
-        Ok(self.rec(Op::Dropout { x: self.id(), mask }, v, &[self]))
+        let seed = self.tape.next_seed();
+        let v = self.backend().dropout(&self.value, p, seed);
+        Ok(self.rec(
+            Op::Dropout {
+                x: self.id(),
+                p,
+                seed,
+            },
+            v,
+            &[self],
+        ))
     }
 
     // ----- shape manipulation -------------------------------------------------

@@ -320,6 +320,14 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// A dropout mask: each entry is 0 with probability `p`, else `1 / (1 - p)`.
     /// Deterministic in `seed`.
     fn dropout_mask(&self, rows: usize, cols: usize, p: f64, seed: u64) -> Self::Tensor;
+    /// `x` times [`Backend::dropout_mask`]`(rows, cols, p, seed)` of its
+    /// shape, the same values. The default builds the mask; a backend can
+    /// fuse the two and skip the mask's memory.
+    fn dropout(&self, x: &Self::Tensor, p: f64, seed: u64) -> Self::Tensor {
+        let (r, c) = self.shape(x);
+        let mask = self.dropout_mask(r, c, p, seed);
+        self.binary(BinaryOp::Mul, x, &mask)
+    }
 
     // ----- shape manipulation ---------------------------------------------
 

@@ -75,8 +75,11 @@ impl<B: Backend> GraphConv<B> for GcnConv<B> {
 
     fn forward(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, x: &Features<B>) -> Result<Var<B>> {
         check_input("GcnConv", graph, x, self.in_channels())?;
-        let xw = self.lin.forward_on(tape, x)?;
-        let out = graph.gcn_operator()?.matmul(&xw)?;
+        // `X W` is freed as soon as it is propagated (its gradient does not
+        // read it), before the bias makes another tensor of its size.
+        let out = graph
+            .gcn_operator()?
+            .matmul(&self.lin.forward_on(tape, x)?)?;
         match &self.bias {
             Some(b) => out.add(&tape.param(b)),
             None => Ok(out),

@@ -63,7 +63,9 @@ impl<B: Backend> Features<B> {
     pub fn on_tape(&self, tape: &Tape<B>) -> Features<B> {
         match self {
             Features::Dense(v) if !v.is_on(tape) => {
-                Features::Dense(tape.constant(v.value().clone()))
+                // The value is shared, not copied: a task's features can be
+                // most of a large graph's memory.
+                Features::Dense(tape.constant_shared(v.value_rc().clone()))
             }
             other => other.clone(),
         }

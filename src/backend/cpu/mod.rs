@@ -288,6 +288,30 @@ impl<F: Float> Backend for Cpu<F> {
         Array2::from_shape_vec((rows, cols), out).expect("mask shape")
     }
 
+    fn dropout(&self, x: &Array2<F>, p: f64, seed: u64) -> Array2<F> {
+        let (rows, cols) = x.dim();
+        let x = x.as_standard_layout();
+        let src = x.as_slice().expect("standard layout");
+        let scale = F::from_f64_lossy(1.0 / (1.0 - p));
+        let pf = p as f32;
+        let mut out = vec![F::zero(); rows * cols];
+        let fill = |(c, (chunk, src)): (usize, (&mut [F], &[F]))| {
+            rng::fill_mask(chunk, Some(src), (c * 8192) as u32, seed, pf, scale)
+        };
+        if out.len() >= 4 * sparse::PAR_THRESHOLD {
+            out.par_chunks_mut(8192)
+                .zip(src.par_chunks(8192))
+                .enumerate()
+                .for_each(fill);
+        } else {
+            out.chunks_mut(8192)
+                .zip(src.chunks(8192))
+                .enumerate()
+                .for_each(fill);
+        }
+        Array2::from_shape_vec((rows, cols), out).expect("dropout shape")
+    }
+
     fn concat(&self, parts: &[&Array2<F>], axis: Axis) -> Array2<F> {
         match axis {
             Axis::Rows => {
