@@ -550,7 +550,14 @@ pub fn check_run_memory(
     };
     hdgcn::limits::check_bytes(&what, bytes)?;
     if let Some(note) = large_run_note(&what, bytes) {
-        eprintln!("{note}");
+        // Settings are validated more than once on the way to a run (after
+        // the flags, and again when the run starts): say it once.
+        static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+        if !said.contains(&note) {
+            eprintln!("{note}");
+            said.push(note);
+        }
     }
     Ok(())
 }
