@@ -54,13 +54,19 @@ fn gcn_step(
     (loss, xd_value, d_value)
 }
 
+/// Features and the two layers' weights (values and parameters), seeded.
+fn inputs(cpu: &C, seed: u64) -> (Array2<f64>, [Array2<f64>; 2], [Param<C>; 2]) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let x = random(&mut rng, N, F);
+    let w = [random(&mut rng, F, H), random(&mut rng, H, K)];
+    let p = [Param::from_array(cpu, &w[0]), Param::from_array(cpu, &w[1])];
+    (x, w, p)
+}
+
 #[test]
 fn a_gcn_step_keeps_only_what_its_gradients_read() {
     let cpu = C::new();
-    let mut rng = StdRng::seed_from_u64(1);
-    let x = random(&mut rng, N, F);
-    let w1 = Param::from_array(&cpu, &random(&mut rng, F, H));
-    let w2 = Param::from_array(&cpu, &random(&mut rng, H, K));
+    let (x, _, [w1, w2]) = inputs(&cpu, 1);
     let tape = Tape::with_seed(&cpu, 3);
     let (loss, _, _) = gcn_step(&tape, &x, &w1, &w2);
     // Held: the input (the dropped-out input is drawn again from it for
@@ -75,11 +81,7 @@ fn a_gcn_step_keeps_only_what_its_gradients_read() {
 #[test]
 fn gradients_from_redrawn_dropout_outputs_match_the_forward_values() {
     let cpu = C::new();
-    let mut rng = StdRng::seed_from_u64(2);
-    let x = random(&mut rng, N, F);
-    let w1v = random(&mut rng, F, H);
-    let w2v = random(&mut rng, H, K);
-    let (w1, w2) = (Param::from_array(&cpu, &w1v), Param::from_array(&cpu, &w2v));
+    let (x, [_, w2v], [w1, w2]) = inputs(&cpu, 2);
     let tape = Tape::with_seed(&cpu, 9);
     let (loss, xd, d) = gcn_step(&tape, &x, &w1, &w2);
     assert!(
@@ -119,10 +121,7 @@ fn gradients_from_redrawn_dropout_outputs_match_the_forward_values() {
 #[test]
 fn a_second_backward_over_released_values_is_an_error() {
     let cpu = C::new();
-    let mut rng = StdRng::seed_from_u64(3);
-    let x = random(&mut rng, N, F);
-    let w1 = Param::from_array(&cpu, &random(&mut rng, F, H));
-    let w2 = Param::from_array(&cpu, &random(&mut rng, H, K));
+    let (x, _, [w1, w2]) = inputs(&cpu, 3);
     let tape = Tape::with_seed(&cpu, 0);
     let (loss, _, _) = gcn_step(&tape, &x, &w1, &w2);
     loss.backward().unwrap();
