@@ -743,3 +743,79 @@ fn uniform_forward_attention_gives_rank_one_value_gradients() {
         }
     }
 }
+
+// ----- the output weight folded into the values -------------------------------------
+
+/// `forward_then(z, w)` is `forward(z) · w` (computed as `A_b (Ŝ (W_bv w))`)
+/// for every variant, to rounding, with a `w` of another width.
+#[test]
+fn forward_then_is_the_output_times_the_weight() {
+    let cpu = B::new();
+    let ptr = [0, 3, 4, 9];
+    let seg = Segments::new(&cpu, &ptr).unwrap();
+    let mut rng = StdRng::seed_from_u64(21);
+    let z = rand_mat_wide(&mut rng, 9, 4);
+    let w = rand_mat_wide(&mut rng, 4, 5);
+    for cfg in every_variant(4, 3) {
+        let l = layer(&cfg, 22);
+        let tape = Tape::inference(&cpu);
+        let zv = tape.constant_array(&z);
+        let wv = tape.constant_array(&w);
+        let folded = l.forward_then(&tape, &zv, &seg, &wv).unwrap().to_array();
+        let plain = l.forward(&tape, &zv, &seg).unwrap().to_array().dot(&w);
+        assert_eq!(folded.dim(), (9, 5));
+        let d = max_abs_diff(&folded, &plain);
+        assert!(
+            d < 1e-12,
+            "{:?} score_norm {}: {d}",
+            cfg.routing,
+            cfg.score_norm
+        );
+    }
+}
+
+#[test]
+fn gradcheck_forward_then() {
+    let cpu = B::new();
+    let ptr = [0, 3, 4, 7];
+    let seg = Segments::new(&cpu, &ptr).unwrap();
+    let mut rng = StdRng::seed_from_u64(23);
+    let z = rand_mat_wide(&mut rng, 7, 3);
+    let w = rand_mat_wide(&mut rng, 3, 2);
+    for score_norm in [false, true] {
+        let mut cfg = config(3, 2, Routing::Attention);
+        cfg.score_norm = score_norm;
+        let l = layer(&cfg, 24);
+        let r = check_inputs(
+            &[z.clone(), w.clone()],
+            |t, v| weigh(&l.forward_then(t, &v[0], &seg, &v[1])?, 25),
+            H,
+        )
+        .unwrap();
+        assert!(r.max_error < TOL, "inputs: {} at {}", r.max_error, r.worst);
+        let r = check_params(
+            &l.named_params(),
+            |t| {
+                let wv = t.constant_array(&w);
+                weigh(&l.forward_then(t, &t.constant_array(&z), &seg, &wv)?, 26)
+            },
+            H,
+        )
+        .unwrap();
+        assert!(r.max_error < TOL, "params: {} at {}", r.max_error, r.worst);
+        assert_eq!(r.checked, l.num_params());
+    }
+}
+
+#[test]
+fn forward_then_rejects_a_weight_of_the_wrong_height() {
+    let cpu = B::new();
+    let seg = Segments::new(&cpu, &[0, 2]).unwrap();
+    let l = layer(&config(3, 2, Routing::Attention), 27);
+    let tape = Tape::inference(&cpu);
+    let z = tape.constant_array(&Array2::ones((2, 3)));
+    let w = tape.constant_array(&Array2::ones((4, 3)));
+    let err = l.forward_then(&tape, &z, &seg, &w).unwrap_err();
+    assert!(matches!(err, Error::ShapeMismatch { .. }), "{err}");
+    assert!(err.to_string().contains("output weight"), "{err}");
+}

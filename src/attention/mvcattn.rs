@@ -397,7 +397,25 @@ impl<B: Backend> MvcAttn<B> {
     /// Errors: [`Error::ShapeMismatch`] if `z` is not `seg.num_rows() x h`,
     /// [`Error::Empty`] if any graph of the batch has no nodes.
     pub fn forward(&self, tape: &Tape<B>, z: &Var<B>, seg: &Segments<B>) -> Result<Var<B>> {
-        Ok(self.run(tape, z, seg)?.0)
+        Ok(self.run(tape, z, seg, None)?.0)
+    }
+
+    /// `Z' w` for a weight `w` (`h x h'`), computed as `A_b (Ŝ (W_bv w))`:
+    /// `w` joins the value weights, so the product runs over the `G·M`
+    /// supernode rows instead of the `N` node rows. The same value as
+    /// `self.forward(..)?.matmul(w)` up to rounding (HD-ChebConv's
+    /// `T_k(Z) Wd_k`).
+    ///
+    /// Errors: as [`MvcAttn::forward`], and [`Error::ShapeMismatch`] if `w`
+    /// does not have `h` rows.
+    pub fn forward_then(
+        &self,
+        tape: &Tape<B>,
+        z: &Var<B>,
+        seg: &Segments<B>,
+        w: &Var<B>,
+    ) -> Result<Var<B>> {
+        Ok(self.run(tape, z, seg, Some(w))?.0)
     }
 
     /// As [`MvcAttn::forward`], also returning `A_f` and `A_b` per graph
@@ -408,7 +426,19 @@ impl<B: Backend> MvcAttn<B> {
         z: &Var<B>,
         seg: &Segments<B>,
     ) -> Result<(Var<B>, AttentionMaps)> {
-        let (out, af, ab) = self.run(tape, z, seg)?;
+        self.forward_with_maps_then(tape, z, seg, None)
+    }
+
+    /// As [`MvcAttn::forward_with_maps`], the output multiplied by `w` as in
+    /// [`MvcAttn::forward_then`] when one is given.
+    pub(crate) fn forward_with_maps_then(
+        &self,
+        tape: &Tape<B>,
+        z: &Var<B>,
+        seg: &Segments<B>,
+        w: Option<&Var<B>>,
+    ) -> Result<(Var<B>, AttentionMaps)> {
+        let (out, af, ab) = self.run(tape, z, seg, w)?;
         let (af, ab) = (af.to_array(), ab.to_array());
         let ptr = seg.ptr();
         let mut maps = AttentionMaps {
@@ -423,12 +453,14 @@ impl<B: Backend> MvcAttn<B> {
         Ok((out, maps))
     }
 
-    /// Returns `(Z', A_fᵀ, A_b)` with both maps node-major (`N x M`), before dropout.
+    /// Returns `(Z' w, A_fᵀ, A_b)` (`Z'` alone without `w`) with both maps
+    /// node-major (`N x M`), before dropout.
     fn run(
         &self,
         tape: &Tape<B>,
         z: &Var<B>,
         seg: &Segments<B>,
+        out_w: Option<&Var<B>>,
     ) -> Result<(Var<B>, Var<B>, Var<B>)> {
         let cfg = &self.config;
         let (h, m) = (cfg.hidden, cfg.supernodes);
@@ -440,6 +472,22 @@ impl<B: Backend> MvcAttn<B> {
                 format!("({n}, {c})"),
             ));
         }
+        if let Some(w) = out_w
+            && w.shape().0 != h
+        {
+            return Err(Error::shape(
+                "MvcAttn output weight",
+                format!("({h}, _)"),
+                format!("{:?}", w.shape()),
+            ));
+        }
+        // `W_bv w` where a weight follows the output (h x h products).
+        let value_w = |w_bv: Var<B>| -> Result<Var<B>> {
+            match out_w {
+                Some(w) => w_bv.matmul(w),
+                None => Ok(w_bv),
+            }
+        };
         if let Some(g) = seg.ptr().windows(2).position(|w| w[0] == w[1]) {
             return Err(Error::Empty(format!(
                 "MvcAttn: graph {g} of the batch has no nodes (softmax over zero nodes)"
@@ -495,7 +543,7 @@ impl<B: Backend> MvcAttn<B> {
                 let w_fv = p(&self.fc_v);
                 let w_q = w_fv.matmul(&p(&self.bc_q))?;
                 let w_qk = w_q.matmul_t(&p(&self.bc_k), false, true)?;
-                let w_v = w_fv.matmul(&p(&self.bc_v))?;
+                let w_v = value_w(w_fv.matmul(&p(&self.bc_v))?)?;
                 (pooled.matmul(&w_qk)?, pooled.matmul(&w_v)?)
             }
             Some(sn) => {
@@ -505,7 +553,7 @@ impl<B: Backend> MvcAttn<B> {
                     .forward(&s_hat)?
                     .matmul(&p(&self.bc_q))?
                     .matmul_t(&p(&self.bc_k), false, true)?;
-                (qb, s_hat.matmul(&p(&self.bc_v))?)
+                (qb, s_hat.matmul(&value_w(p(&self.bc_v))?)?)
             }
         };
         let eb = z_score
@@ -516,7 +564,7 @@ impl<B: Backend> MvcAttn<B> {
             Routing::Votes => eb.segment_softmax(seg)?,   // over nodes, per supernode
         };
         let ab_d = self.dropout.forward(&ab)?;
-        // Z' = A_b (Ŝ W_bv).
+        // Z' = A_b (Ŝ W_bv), or A_b (Ŝ W_bv w).
         let out = ab_d.segment_mix(&vb, seg)?;
         Ok((out, af, ab))
     }

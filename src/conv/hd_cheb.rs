@@ -19,6 +19,25 @@ use crate::nn::{Activation, Dropout, Features, LayerNorm, Linear, Module, ParamV
 pub trait Transition<B: Backend>: Module<B> {
     /// Applies the transition to node states `z` (`N x h` to `N x h`).
     fn apply(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, z: &Var<B>) -> Result<Var<B>>;
+
+    /// `T(z) · w` for a weight `w` (`h x h'`), the product an HD unit
+    /// takes next (`T_k(Z) Wd_k`).
+    ///
+    /// The default computes `self.apply(..)` and then the product. A
+    /// transition whose output already ends in a weight product may fold
+    /// `w` into it, so that the product runs over fewer rows: MVCAttn's
+    /// output is `A_b (Ŝ W_bv)`, and `A_b (Ŝ (W_bv w))` multiplies `w` with
+    /// `h x h` and the supernode rows instead of the `N` node rows. The
+    /// value is the same up to rounding.
+    fn apply_then(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        z: &Var<B>,
+        w: &Var<B>,
+    ) -> Result<Var<B>> {
+        self.apply(tape, graph, z)?.matmul(w)
+    }
 }
 
 /// The static transition `T(Z) = Â^hops Z` (the paper's ablation
@@ -96,6 +115,19 @@ impl<B: Backend> Transition<B> for MvcAttn<B> {
     fn apply(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, z: &Var<B>) -> Result<Var<B>> {
         let seg = graph.segments_or_whole()?;
         self.forward(tape, z, &seg)
+    }
+
+    /// `A_b (Ŝ (W_bv w))`: `w` joins the value weights (see
+    /// [`MvcAttn::forward_then`]).
+    fn apply_then(
+        &self,
+        tape: &Tape<B>,
+        graph: &DeviceGraph<B>,
+        z: &Var<B>,
+        w: &Var<B>,
+    ) -> Result<Var<B>> {
+        let seg = graph.segments_or_whole()?;
+        self.forward_then(tape, z, &seg, w)
     }
 }
 
@@ -420,11 +452,11 @@ impl<B: Backend, T: Transition<B>> HdChebConv<B, T> {
         graph: &DeviceGraph<B>,
         x: &Features<B>,
     ) -> Result<Vec<Var<B>>> {
-        self.run_units(tape, graph, x, |t, z| t.apply(tape, graph, z))
+        self.run_units(tape, graph, x, |t, z, w| t.apply_then(tape, graph, z, w))
     }
 
     /// The summands of `H` (see [`HdChebConv::forward_units`]) with each
-    /// unit's transition given by `transition(T_k, input)`.
+    /// unit's `T_k(input) Wd_k` given by `transition(T_k, input, Wd_k)`.
     fn run_units<F>(
         &self,
         tape: &Tape<B>,
@@ -433,7 +465,7 @@ impl<B: Backend, T: Transition<B>> HdChebConv<B, T> {
         mut transition: F,
     ) -> Result<Vec<Var<B>>>
     where
-        F: FnMut(&T, &Var<B>) -> Result<Var<B>>,
+        F: FnMut(&T, &Var<B>, &Var<B>) -> Result<Var<B>>,
     {
         check_input("HdChebConv", graph, x, self.config.in_channels)?;
         let act = self.config.activation;
@@ -444,10 +476,13 @@ impl<B: Backend, T: Transition<B>> HdChebConv<B, T> {
         // The input of the next unit's transition.
         let mut prev = z0;
         for unit in &self.units {
-            let t = transition(&unit.transition, &prev)?;
-            let zk = self
-                .dropout
-                .forward(&unit.wd.forward(&Features::Dense(t))?)?;
+            // `T_k(Z) Wd_k`, formed by the transition (which may fold the
+            // product into its own; see `Transition::apply_then`).
+            let mut t = transition(&unit.transition, &prev, &tape.param(&unit.wd.weight))?;
+            if let Some(b) = &unit.wd.bias {
+                t = t.add(&tape.param(b))?;
+            }
+            let zk = self.dropout.forward(&t)?;
             let out = act.apply(
                 &unit
                     .conv
@@ -462,8 +497,8 @@ impl<B: Backend, T: Transition<B>> HdChebConv<B, T> {
         Ok(outputs)
     }
 
-    /// The layer's forward pass with each unit's transition given by
-    /// `transition(T_k, input)`.
+    /// The layer's forward pass with each unit's `T_k(input) Wd_k` given by
+    /// `transition(T_k, input, Wd_k)`.
     fn run<F>(
         &self,
         tape: &Tape<B>,
@@ -472,7 +507,7 @@ impl<B: Backend, T: Transition<B>> HdChebConv<B, T> {
         transition: F,
     ) -> Result<Var<B>>
     where
-        F: FnMut(&T, &Var<B>) -> Result<Var<B>>,
+        F: FnMut(&T, &Var<B>, &Var<B>) -> Result<Var<B>>,
     {
         let outputs = self.run_units(tape, graph, x, transition)?;
         let mut it = outputs.into_iter();
@@ -523,8 +558,8 @@ impl<B: Backend> HdChebConv<B, MvcAttn<B>> {
     ) -> Result<(Var<B>, Vec<AttentionMaps>)> {
         let seg = graph.segments_or_whole()?;
         let mut maps = Vec::with_capacity(self.units.len());
-        let out = self.run(tape, graph, x, |t, z| {
-            let (out, m) = t.forward_with_maps(tape, z, &seg)?;
+        let out = self.run(tape, graph, x, |t, z, w| {
+            let (out, m) = t.forward_with_maps_then(tape, z, &seg, Some(w))?;
             maps.push(m);
             Ok(out)
         })?;
@@ -542,7 +577,7 @@ impl<B: Backend, T: Transition<B>> GraphConv<B> for HdChebConv<B, T> {
     }
 
     fn forward(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, x: &Features<B>) -> Result<Var<B>> {
-        self.run(tape, graph, x, |t, z| t.apply(tape, graph, z))
+        self.run(tape, graph, x, |t, z, w| t.apply_then(tape, graph, z, w))
     }
 }
 

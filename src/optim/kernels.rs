@@ -188,36 +188,140 @@ pub fn update_slices<F: Float>(
             let mode = adabelief_mode(lr, beta1, beta2, rectify, step);
             let (m, rest) = slots.split_at_mut(1);
             let (m, s) = (&mut *m[0], &mut *rest[0]);
-            for (((p, &g), m), s) in param
-                .iter_mut()
-                .zip(grad)
-                .zip(m.iter_mut())
-                .zip(s.iter_mut())
-            {
-                let mut g = g;
-                if decoupled {
-                    // adabelief-pytorch decays whenever weight_decouple is set.
-                    *p *= decay;
-                } else if weight_decay != 0.0 {
-                    g += *p * wd;
+            let k = AdaBeliefConsts {
+                decay,
+                wd,
+                b1,
+                w1,
+                b2,
+                w2,
+                eps: eps_f,
+            };
+            // One loop per case, each without branches, so that it
+            // vectorises; the arithmetic of every element is the same as in
+            // one loop with the cases inside.
+            // adabelief-pytorch decays whenever weight_decouple is set.
+            let decay_kind = if decoupled {
+                Decay::Decoupled
+            } else if weight_decay != 0.0 {
+                Decay::Coupled
+            } else {
+                Decay::None
+            };
+            match mode {
+                AdaBeliefMode::Adaptive { scale, denom_div } => {
+                    let (neg_scale, div) = (c(-scale), c(denom_div));
+                    adabelief_loop(param, grad, m, s, &k, decay_kind, |m, s| {
+                        let denom = s.sqrt() / div + k.eps;
+                        neg_scale * m / denom
+                    })
                 }
-                // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-                *m = *m * b1 + g * w1;
-                let r = g - *m;
-                // exp_avg_var.mul_(beta2).addcmul_(r, r, value=1 - beta2); then .add_(eps) in place
-                *s = *s * b2 + w2 * r * r;
-                *s += eps_f;
-                match mode {
-                    AdaBeliefMode::Adaptive { scale, denom_div } => {
-                        let denom = s.sqrt() / c(denom_div) + eps_f;
-                        *p += c(-scale) * *m / denom;
-                    }
-                    AdaBeliefMode::Sgd { scale } => {
-                        *p += *m * c(-scale);
-                    }
+                AdaBeliefMode::Sgd { scale } => {
+                    let neg_scale = c(-scale);
+                    adabelief_loop(param, grad, m, s, &k, decay_kind, |m, _| m * neg_scale)
                 }
             }
         }
+    }
+}
+
+/// How weight decay enters an update.
+#[derive(Clone, Copy)]
+enum Decay {
+    /// `p *= 1 - lr · wd` before the update.
+    Decoupled,
+    /// `g += wd · p`.
+    Coupled,
+    /// None.
+    None,
+}
+
+/// AdaBelief's per-element constants, in the element type.
+struct AdaBeliefConsts<F> {
+    decay: F,
+    wd: F,
+    b1: F,
+    w1: F,
+    b2: F,
+    w2: F,
+    eps: F,
+}
+
+/// AdaBelief's moments and the step `delta(m, s)` over the slices, with the
+/// weight-decay cases fixed for the whole loop. Runs under AVX2 where the
+/// CPU has it (the same operations in the same order, so the same values).
+#[inline(always)]
+fn adabelief_loop<F: Float>(
+    param: &mut [F],
+    grad: &[F],
+    m: &mut [F],
+    s: &mut [F],
+    k: &AdaBeliefConsts<F>,
+    decay: Decay,
+    delta: impl Fn(F, F) -> F + Copy,
+) {
+    #[inline(always)]
+    fn body<F: Float, const DECOUPLED: bool, const COUPLED: bool>(
+        param: &mut [F],
+        grad: &[F],
+        m: &mut [F],
+        s: &mut [F],
+        k: &AdaBeliefConsts<F>,
+        delta: impl Fn(F, F) -> F,
+    ) {
+        for (((p, &g), m), s) in param
+            .iter_mut()
+            .zip(grad)
+            .zip(m.iter_mut())
+            .zip(s.iter_mut())
+        {
+            let mut g = g;
+            if DECOUPLED {
+                *p *= k.decay;
+            } else if COUPLED {
+                g += *p * k.wd;
+            }
+            // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+            *m = *m * k.b1 + g * k.w1;
+            let r = g - *m;
+            // exp_avg_var.mul_(beta2).addcmul_(r, r, value=1 - beta2); then .add_(eps) in place
+            *s = *s * k.b2 + k.w2 * r * r;
+            *s += k.eps;
+            *p += delta(*m, *s);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn body_avx2<F: Float, const DECOUPLED: bool, const COUPLED: bool>(
+        param: &mut [F],
+        grad: &[F],
+        m: &mut [F],
+        s: &mut [F],
+        k: &AdaBeliefConsts<F>,
+        delta: impl Fn(F, F) -> F,
+    ) {
+        body::<F, DECOUPLED, COUPLED>(param, grad, m, s, k, delta)
+    }
+    fn run<F: Float, const DECOUPLED: bool, const COUPLED: bool>(
+        param: &mut [F],
+        grad: &[F],
+        m: &mut [F],
+        s: &mut [F],
+        k: &AdaBeliefConsts<F>,
+        delta: impl Fn(F, F) -> F,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked at run time).
+            unsafe { body_avx2::<F, DECOUPLED, COUPLED>(param, grad, m, s, k, delta) };
+            return;
+        }
+        body::<F, DECOUPLED, COUPLED>(param, grad, m, s, k, delta)
+    }
+    match decay {
+        Decay::Decoupled => run::<F, true, false>(param, grad, m, s, k, delta),
+        Decay::Coupled => run::<F, false, true>(param, grad, m, s, k, delta),
+        Decay::None => run::<F, false, false>(param, grad, m, s, k, delta),
     }
 }
 

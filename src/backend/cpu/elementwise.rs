@@ -26,6 +26,15 @@ fn map<F: Float>(x: &Array2<F>, f: impl Fn(F) -> F) -> Array2<F> {
     std_layout(x.mapv(f))
 }
 
+/// A slice kernel (`Float::tanh_slice` and the like) over every element.
+fn map_slices<F: Float>(x: &Array2<F>, f: fn(&[F], &mut [F])) -> Array2<F> {
+    let x = x.as_standard_layout();
+    let src = x.as_slice().expect("standard layout");
+    let mut out = vec![F::zero(); src.len()];
+    f(src, &mut out);
+    Array2::from_shape_vec(x.dim(), out).expect("same length")
+}
+
 /// `f(a, b)` element by element, with broadcasting.
 fn zip_map<F: Float>(a: &Array2<F>, b: &Array2<F>, f: impl Fn(F, F) -> F) -> Array2<F> {
     if a.dim() == b.dim() {
@@ -66,8 +75,8 @@ pub(crate) fn unary<F: Float>(op: UnaryOp, x: &Array2<F>) -> Array2<F> {
             let a = c::<F>(a);
             map(x, |v| if v > zero { v } else { a * v.exp_m1() })
         }
-        UnaryOp::Sigmoid => map(x, sigmoid),
-        UnaryOp::Tanh => map(x, |v| v.tanh()),
+        UnaryOp::Sigmoid => map_slices(x, F::sigmoid_slice),
+        UnaryOp::Tanh => map_slices(x, F::tanh_slice),
         UnaryOp::Gelu => {
             let half = c::<F>(0.5);
             let inv_sqrt2 = c::<F>(std::f64::consts::FRAC_1_SQRT_2);

@@ -6,6 +6,7 @@ mod parallel;
 mod reduce;
 mod segment;
 mod sparse;
+pub(crate) mod vmath;
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use ndarray::{Array2, ArrayView2, Axis as NdAxis, s};
 use rayon::prelude::*;
 use sprs::CsMat;
 
+pub(crate) use elementwise::sigmoid;
 pub use sparse::CpuCsr;
 
 use super::{Axis, Backend, BinaryOp, SegmentReduce, UnaryOp, UpdateRule, rng};
