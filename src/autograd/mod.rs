@@ -20,4 +20,4 @@ pub use param::{Gradients, Param, ParamId};
 pub use sparse::{Index, Segments, SparseMatrix};
 pub use tape::Tape;
 pub use var::Var;
-pub(crate) use var::check_label_smoothing;
+pub(crate) use var::{check_dropout_p, check_label_smoothing};

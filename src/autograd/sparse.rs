@@ -85,11 +85,7 @@ impl<B: Backend> SparseMatrix<B> {
     /// Dropout on the stored values (drop probability `p`, survivors scaled
     /// by `1 / (1 - p)`), mask seeded from the tape. The structure is shared.
     pub fn dropout(&self, tape: &Tape<B>, p: f64) -> Result<Self> {
-        if !(0.0..1.0).contains(&p) {
-            return Err(Error::InvalidConfig(format!(
-                "dropout probability must be in [0, 1), got {p}"
-            )));
-        }
+        super::check_dropout_p(p)?;
         if p == 0.0 || self.nnz == 0 {
             return Ok(self.clone());
         }

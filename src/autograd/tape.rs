@@ -43,6 +43,14 @@ pub(crate) enum Op<B: Backend> {
     /// Multiplication by a dropout mask, drawn again from its seed in the
     /// backward pass rather than kept.
     Dropout { x: usize, p: f64, seed: u64 },
+    /// `dropout(x) · w` in one product: the dropped-out copy of `x` is not
+    /// made (see [`Backend::dropout_matmul`]).
+    DropoutMatMul {
+        x: usize,
+        w: usize,
+        p: f64,
+        seed: u64,
+    },
     /// Concatenation along an axis.
     Concat { parts: Vec<usize>, axis: Axis },
     /// A range of rows or columns.
@@ -138,6 +146,7 @@ impl<B: Backend> Op<B> {
             | Op::Reshape { .. }
             | Op::Nll { .. } => Saved::NOTHING,
             &Op::MatMul { a, b, .. } => Saved::inputs(on(rg(b), a), on(rg(a), b)),
+            &Op::DropoutMatMul { x, w, .. } => Saved::inputs(on(rg(w), x), on(rg(x), w)),
             &Op::Binary { op, a, b } => match op {
                 BinaryOp::Add | BinaryOp::Sub => Saved::NOTHING,
                 BinaryOp::Mul => Saved::inputs(on(rg(b), a), on(rg(a), b)),
@@ -552,12 +561,21 @@ impl<B: Backend> Tape<B> {
                         acc(a, da, &mut grads);
                     }
                     if nodes[bb].requires_grad {
-                        let av = &*val(a)?;
-                        let db = match (ta, tb) {
-                            (false, false) => b.matmul(av, &g, true, false),
-                            (false, true) => b.matmul(&g, av, true, false),
-                            (true, false) => b.matmul(av, &g, false, false),
-                            (true, true) => b.matmul(&g, av, true, true),
+                        // `a` kept as a dropout of its input: the weight
+                        // gradient draws the mask block by block instead of
+                        // making the dropped-out copy.
+                        let db = if let (false, false, Some(Kept::Dropout { x, p, seed })) =
+                            (ta, tb, nodes[a].kept.as_ref())
+                        {
+                            b.dropout_t_matmul(x, *p, *seed, &g)
+                        } else {
+                            let av = &*val(a)?;
+                            match (ta, tb) {
+                                (false, false) => b.matmul(av, &g, true, false),
+                                (false, true) => b.matmul(&g, av, true, false),
+                                (true, false) => b.matmul(av, &g, false, false),
+                                (true, true) => b.matmul(&g, av, true, true),
+                            }
                         };
                         acc(bb, db, &mut grads);
                     }
@@ -649,6 +667,17 @@ impl<B: Backend> Tape<B> {
                 &Op::Dropout { x, p, seed } => {
                     // The same mask, drawn again from its seed.
                     acc(x, b.dropout(&g, p, seed), &mut grads);
+                }
+                &Op::DropoutMatMul { x, w, p, seed } => {
+                    if nodes[w].requires_grad {
+                        let dw = b.dropout_t_matmul(&*val(x)?, p, seed, &g);
+                        acc(w, dw, &mut grads);
+                    }
+                    if nodes[x].requires_grad {
+                        // The same mask, drawn again from its seed.
+                        let gx = b.matmul(&g, &*val(w)?, false, true);
+                        acc(x, b.dropout(&gx, p, seed), &mut grads);
+                    }
                 }
                 Op::Concat { parts, axis } => {
                     let mut start = 0;

@@ -402,17 +402,18 @@ impl<B: Backend> Var<B> {
     /// Inverted dropout with drop probability `p` (`0 <= p < 1`), mask drawn
     /// from the tape's seed stream. Identity when `p == 0`.
     pub fn dropout(&self, p: f64) -> Result<Var<B>> {
-        if !(0.0..1.0).contains(&p) {
-            return Err(Error::InvalidConfig(format!(
-                "dropout probability must be in [0, 1), got {p}"
-            )));
-        }
+        check_dropout_p(p)?;
         if p == 0.0 {
             return Ok(self.clone());
         }
         let seed = self.tape.next_seed();
+        Ok(self.dropout_seeded(p, seed))
+    }
+
+    /// [`Var::dropout`] with the mask of stream `seed` (`0 < p < 1`).
+    pub(crate) fn dropout_seeded(&self, p: f64, seed: u64) -> Var<B> {
         let v = self.backend().dropout(&self.value, p, seed);
-        Ok(self.rec(
+        self.rec(
             Op::Dropout {
                 x: self.id(),
                 p,
@@ -420,6 +421,66 @@ impl<B: Backend> Var<B> {
             },
             v,
             &[self],
+        )
+    }
+
+    /// `self.dropout(p)? · w` as one operation: the same values (the mask
+    /// drawn from the tape's seed stream as [`Var::dropout`] draws it) and
+    /// gradients, without the dropped-out copy of `self` in the forward or
+    /// the backward pass where the backend fuses the two
+    /// ([`Backend::dropout_matmul`]; the CPU backend does). For the input
+    /// layer of a large graph that copy is the size of the features.
+    ///
+    /// ```
+    /// use hdgcn::autograd::Tape;
+    /// use hdgcn::backend::Cpu;
+    /// let cpu = Cpu::<f64>::new();
+    /// let (a, b) = (Tape::with_seed(&cpu, 7), Tape::with_seed(&cpu, 7));
+    /// let x = ndarray::Array2::from_shape_fn((5, 3), |(i, j)| (i * 3 + j) as f64);
+    /// let w = ndarray::Array2::from_shape_fn((3, 2), |(i, j)| i as f64 - j as f64);
+    /// let fused = a.constant_array(&x).dropout_matmul(0.5, &a.constant_array(&w))?;
+    /// let plain = b.constant_array(&x).dropout(0.5)?.matmul(&b.constant_array(&w))?;
+    /// assert_eq!(fused.to_array(), plain.to_array());
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for `p` outside `[0, 1)`, [`Error::ShapeMismatch`]
+    /// when the columns of `self` are not the rows of `w`, and an error when
+    /// the two are on different tapes.
+    pub fn dropout_matmul(&self, p: f64, w: &Var<B>) -> Result<Var<B>> {
+        check_dropout_p(p)?;
+        if p == 0.0 {
+            return self.matmul(w);
+        }
+        let seed = self.tape.next_seed();
+        self.dropout_matmul_seeded(p, seed, w)
+    }
+
+    /// [`Var::dropout_matmul`] with the mask of stream `seed` (`0 < p < 1`).
+    pub(crate) fn dropout_matmul_seeded(&self, p: f64, seed: u64, w: &Var<B>) -> Result<Var<B>> {
+        self.same_tape(w, "dropout_matmul")?;
+        let (r, c) = self.shape();
+        let (wr, wc) = w.shape();
+        if c != wr {
+            return Err(Error::shape(
+                "dropout_matmul",
+                format!("inner dimensions equal (left is {r} x {c})"),
+                format!("right {wr} x {wc}"),
+            ));
+        }
+        let v = self
+            .backend()
+            .dropout_matmul(&self.value, p, seed, &w.value);
+        Ok(self.rec(
+            Op::DropoutMatMul {
+                x: self.id(),
+                w: w.id(),
+                p,
+                seed,
+            },
+            v,
+            &[self, w],
         ))
     }
 
@@ -834,6 +895,18 @@ pub(crate) fn check_label_smoothing(epsilon: f64) -> Result<()> {
     } else {
         Err(Error::InvalidConfig(format!(
             "label_smoothing must lie in [0, 1], got {epsilon}"
+        )))
+    }
+}
+
+/// A dropout probability must be in `[0, 1)`: [`Error::InvalidConfig`]
+/// otherwise (NaN included).
+pub(crate) fn check_dropout_p(p: f64) -> Result<()> {
+    if (0.0..1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(Error::InvalidConfig(format!(
+            "dropout probability must be in [0, 1), got {p}"
         )))
     }
 }

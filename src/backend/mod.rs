@@ -328,6 +328,34 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
         let mask = self.dropout_mask(r, c, p, seed);
         self.binary(BinaryOp::Mul, x, &mask)
     }
+    /// [`Backend::dropout`]`(x, p, seed) · w`, the same values (each output
+    /// row is computed as the unfused product computes it). The default
+    /// makes the dropped-out copy of `x`; a backend can apply the mask block
+    /// by block inside the product and never hold that copy, which for the
+    /// input layer of a large graph is the size of the features.
+    fn dropout_matmul(
+        &self,
+        x: &Self::Tensor,
+        p: f64,
+        seed: u64,
+        w: &Self::Tensor,
+    ) -> Self::Tensor {
+        self.matmul(&self.dropout(x, p, seed), w, false, false)
+    }
+    /// [`Backend::dropout`]`(x, p, seed)ᵀ · g` (the weight gradient of
+    /// [`Backend::dropout_matmul`]). The default makes the dropped-out copy;
+    /// a backend may sum the product over blocks of rows in a fixed order
+    /// (independent of its thread count), so that the result can differ from
+    /// the unfused product by rounding when `x` has many rows.
+    fn dropout_t_matmul(
+        &self,
+        x: &Self::Tensor,
+        p: f64,
+        seed: u64,
+        g: &Self::Tensor,
+    ) -> Self::Tensor {
+        self.matmul(&self.dropout(x, p, seed), g, true, false)
+    }
 
     // ----- shape manipulation ---------------------------------------------
 

@@ -233,7 +233,7 @@ impl<B: Backend> GraphConv<B> for Gcn2Conv<B> {
     /// representation.
     fn forward(&self, tape: &Tape<B>, graph: &DeviceGraph<B>, x: &Features<B>) -> Result<Var<B>> {
         let x = x.dense()?;
-        self.forward_with_initial(tape, graph, x, x)
+        self.forward_with_initial(tape, graph, &x, &x)
     }
 }
 

@@ -198,7 +198,7 @@ impl<B: Backend, M: GinNn<B>> GraphConv<B> for GinConv<B, M> {
             }
             return self.nn.forward_after_first(tape, &h);
         }
-        self.nn.forward(tape, &combine(x.dense()?)?)
+        self.nn.forward(tape, &combine(&x.dense()?)?)
     }
 }
 

@@ -439,7 +439,6 @@ impl<B: Backend> GraphClassifier<B> {
     ) -> Result<Var<B>> {
         self.states_until(tape, graph, x, input_weights, self.convs.len())?
             .dense()
-            .cloned()
     }
 
     /// [`GraphClassifier::states`] through the first `layers` convolutions

@@ -3,7 +3,7 @@
 use super::{Features, Module, ParamVisitor};
 use crate::autograd::{Tape, Var};
 use crate::backend::Backend;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Inverted dropout with probability `p`, active only in training mode
 /// (see [`Module::set_training`]); masks come from the tape's seed stream.
@@ -16,11 +16,7 @@ pub struct Dropout {
 impl Dropout {
     /// A dropout layer (`0 <= p < 1`), in training mode.
     pub fn new(p: f64) -> Result<Self> {
-        if !(0.0..1.0).contains(&p) {
-            return Err(Error::InvalidConfig(format!(
-                "dropout probability must be in [0, 1), got {p}"
-            )));
-        }
+        crate::autograd::check_dropout_p(p)?;
         Ok(Dropout { p, training: true })
     }
 

@@ -15,6 +15,20 @@ pub enum Features<B: Backend> {
     Dense(Var<B>),
     /// Sparse constant features.
     Sparse(SparseMatrix<B>),
+    /// Dense features with an inverted dropout not applied yet: what
+    /// [`Features::dropout`] returns for dense features. [`Features::matmul`]
+    /// multiplies them with [`Var::dropout_matmul`], so the dropped-out copy
+    /// of `x` (for the input layer of a large graph, the size of the
+    /// features) is never made; [`Features::dense`] applies the dropout. The
+    /// values are those of `x.dropout(p)` with the same mask.
+    DenseDropout {
+        /// The features the dropout applies to.
+        x: Var<B>,
+        /// The drop probability, `0 < p < 1`.
+        p: f64,
+        /// The mask's stream, drawn from the tape as [`Var::dropout`] draws it.
+        seed: u64,
+    },
 }
 
 impl<B: Backend> From<Var<B>> for Features<B> {
@@ -39,7 +53,7 @@ impl<B: Backend> Features<B> {
     /// `(rows, cols)`.
     pub fn shape(&self) -> (usize, usize) {
         match self {
-            Features::Dense(v) => v.shape(),
+            Features::Dense(v) | Features::DenseDropout { x: v, .. } => v.shape(),
             Features::Sparse(s) => s.shape(),
         }
     }
@@ -67,6 +81,11 @@ impl<B: Backend> Features<B> {
                 // most of a large graph's memory.
                 Features::Dense(tape.constant_shared(v.value_rc().clone()))
             }
+            Features::DenseDropout { x, p, seed } if !x.is_on(tape) => Features::DenseDropout {
+                x: tape.constant_shared(x.value_rc().clone()),
+                p: *p,
+                seed: *seed,
+            },
             other => other.clone(),
         }
     }
@@ -75,6 +94,7 @@ impl<B: Backend> Features<B> {
     pub fn matmul(&self, w: &Var<B>) -> Result<Var<B>> {
         match self {
             Features::Dense(v) => v.matmul(w),
+            Features::DenseDropout { x, p, seed } => x.dropout_matmul_seeded(*p, *seed, w),
             Features::Sparse(s) => {
                 let (_, c) = s.shape();
                 let (wr, wc) = w.shape();
@@ -90,18 +110,32 @@ impl<B: Backend> Features<B> {
         }
     }
 
-    /// Dropout (on stored values for sparse inputs).
+    /// Dropout (on stored values for sparse inputs). Dense features come
+    /// back as [`Features::DenseDropout`]: the mask is drawn now, applied
+    /// when the features are used.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for `p` outside `[0, 1)`.
     pub fn dropout(&self, tape: &Tape<B>, p: f64) -> Result<Features<B>> {
+        crate::autograd::check_dropout_p(p)?;
         Ok(match self {
-            Features::Dense(v) => Features::Dense(v.dropout(p)?),
+            Features::Dense(v) if p == 0.0 => Features::Dense(v.clone()),
+            Features::Dense(v) => Features::DenseDropout {
+                x: v.clone(),
+                p,
+                seed: v.tape().next_seed(),
+            },
+            Features::DenseDropout { .. } => Features::Dense(self.dense()?).dropout(tape, p)?,
             Features::Sparse(s) => Features::Sparse(s.dropout(tape, p)?),
         })
     }
 
-    /// The dense value, or an error for sparse features.
-    pub fn dense(&self) -> Result<&Var<B>> {
+    /// The dense value (a [`Features::DenseDropout`] with its dropout
+    /// applied), or an error for sparse features.
+    pub fn dense(&self) -> Result<Var<B>> {
         match self {
-            Features::Dense(v) => Ok(v),
+            Features::Dense(v) => Ok(v.clone()),
+            Features::DenseDropout { x, p, seed } => Ok(x.dropout_seeded(*p, *seed)),
             Features::Sparse(_) => Err(Error::InvalidConfig(
                 "this layer needs dense input features".into(),
             )),

@@ -72,7 +72,7 @@ impl<B: Backend> Linear<B> {
     /// `x W + b` on dense or sparse features.
     pub fn forward(&self, x: &Features<B>) -> Result<Var<B>> {
         let tape = match x {
-            Features::Dense(v) => v.tape().clone(),
+            Features::Dense(v) | Features::DenseDropout { x: v, .. } => v.tape().clone(),
             Features::Sparse(_) => {
                 return Err(Error::InvalidConfig(
                     "use Linear::forward_on with sparse input".into(),

@@ -14,6 +14,7 @@ backend_tests!(
     matmul_long_inner_dimension,
     matmul_tall,
     matmul_beyond_65535_row_tiles,
+    dropout_matmul_is_the_masked_product,
 );
 
 /// `op(a) · op(x)` in `f64` by the definition (fast in debug builds, unlike
@@ -124,4 +125,32 @@ fn matmul_beyond_65535_row_tiles<B: Backend<Elem = f32>>(b: &B) {
     let got = down(b, &b.matmul(&up(b, &a), &up(b, &x), false, false));
     let want = Array2::from_shape_fn((m, 1), |(i, _)| ((i % 1000) as f64) * 0.5 - 1.0);
     assert_close("tall split grid", &got, &want);
+}
+
+/// `dropout(x) · w` and `dropout(x)ᵀ · g` (fused on the CPU backend, the
+/// trait's default elsewhere) against the `f64` product of the backend's
+/// own mask times `x`, on shapes that are not multiples of any block.
+fn dropout_matmul_is_the_masked_product<B: Backend<Elem = f32>>(b: &B) {
+    for (i, &(n, d, m)) in [(1, 1, 1), (37, 5, 3), (700, 130, 9)].iter().enumerate() {
+        let seed = 40 + i as u64;
+        let x = r32(&rand_array(n, d, seed, -1.0, 1.0));
+        let w = r32(&rand_array(d, m, seed + 1, -1.0, 1.0));
+        let g = r32(&rand_array(n, m, seed + 2, -1.0, 1.0));
+        let p = 0.3;
+        let mask = down(b, &b.dropout_mask(n, d, p, seed));
+        let xd = &x * &mask;
+        let (tx, tw, tg) = (up(b, &x), up(b, &w), up(b, &g));
+        let fwd = down(b, &b.dropout_matmul(&tx, p, seed, &tw));
+        assert_close(
+            &format!("dropout(x)·w {n}x{d}x{m}"),
+            &fwd,
+            &product(&xd, &w, false, false),
+        );
+        let grad = down(b, &b.dropout_t_matmul(&tx, p, seed, &tg));
+        assert_close(
+            &format!("dropout(x)ᵀ·g {n}x{d}x{m}"),
+            &grad,
+            &product(&xd, &g, true, false),
+        );
+    }
 }

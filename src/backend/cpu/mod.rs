@@ -1,6 +1,7 @@
 //! The CPU backend: ndarray dense kernels and row-parallel CSR kernels
 //! (rayon), in `f32` or `f64`.
 
+mod dropout;
 mod elementwise;
 mod parallel;
 mod reduce;
@@ -312,6 +313,14 @@ impl<F: Float> Backend for Cpu<F> {
                 .for_each(fill);
         }
         Array2::from_shape_vec((rows, cols), out).expect("dropout shape")
+    }
+
+    fn dropout_matmul(&self, x: &Array2<F>, p: f64, seed: u64, w: &Array2<F>) -> Array2<F> {
+        dropout::dropout_matmul(x.view(), p, seed, w.view())
+    }
+
+    fn dropout_t_matmul(&self, x: &Array2<F>, p: f64, seed: u64, g: &Array2<F>) -> Array2<F> {
+        dropout::dropout_t_matmul(x.view(), p, seed, g.view())
     }
 
     fn concat(&self, parts: &[&Array2<F>], axis: Axis) -> Array2<F> {
