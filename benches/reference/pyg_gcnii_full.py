@@ -17,7 +17,7 @@ validation epoch, the best one kept (--select acc: highest validation accuracy, 
 validation loss, as the crate's `select_by = "accuracy"`; --select loss: lowest validation loss, as
 GCNII's own full-supervised.py), test accuracy read at that epoch.
 
-GCNII's paper's full-supervised Cora command (its README) is `--layer 64 --alpha 0.2
+GCNII's paper's full-supervised Cora command (its code's full.sh) is `--layer 64 --alpha 0.2
 --weight_decay 1e-4` with dropout 0.5, lambda (theta) 0.5, 1500 epochs, patience 100, one weight
 decay for every parameter and selection by validation loss: here `--alpha 0.2 --dropout 0.5
 --wd-conv 1e-4 --wd-lin 1e-4 --epochs 1500 --select loss`.
