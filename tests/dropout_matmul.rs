@@ -135,6 +135,15 @@ fn gradcheck_dropout_matmul() {
     .unwrap();
     assert!(report.max_error < 1e-7, "{report:?}");
     assert!(report.checked == 45 + 15);
+    // The unfused path, whose weight gradient reads the kept dropout through
+    // `Backend::dropout_t_matmul` instead of its dropped-out copy.
+    let report = gradcheck::check_inputs(
+        &[rand_array::<f64>(9, 5, 8), rand_array::<f64>(5, 3, 9)],
+        |_, v| Ok(v[0].dropout(0.4)?.matmul(&v[1])?.square().sum_all()),
+        1e-6,
+    )
+    .unwrap();
+    assert!(report.max_error < 1e-7, "{report:?}");
 }
 
 #[test]
@@ -158,6 +167,14 @@ fn dropout_matmul_rejects_bad_input() {
             Err(Error::InvalidConfig(_))
         ));
     }
+    // A hand-built `DenseDropout` with a bad probability is refused too.
+    let bad = Features::DenseDropout {
+        x: x.clone(),
+        p: 1.0,
+        seed: 3,
+    };
+    assert!(matches!(bad.matmul(&w), Err(Error::InvalidConfig(_))));
+    assert!(matches!(bad.dense(), Err(Error::InvalidConfig(_))));
     // p = 0 is the plain product.
     assert_eq!(
         x.dropout_matmul(0.0, &w).unwrap().to_array(),

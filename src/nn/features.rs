@@ -94,7 +94,11 @@ impl<B: Backend> Features<B> {
     pub fn matmul(&self, w: &Var<B>) -> Result<Var<B>> {
         match self {
             Features::Dense(v) => v.matmul(w),
-            Features::DenseDropout { x, p, seed } => x.dropout_matmul_seeded(*p, *seed, w),
+            Features::DenseDropout { x, p, seed } => {
+                // The fields are public: a hand-built value is checked too.
+                crate::autograd::check_dropout_p(*p)?;
+                x.dropout_matmul_seeded(*p, *seed, w)
+            }
             Features::Sparse(s) => {
                 let (_, c) = s.shape();
                 let (wr, wc) = w.shape();
@@ -135,7 +139,10 @@ impl<B: Backend> Features<B> {
     pub fn dense(&self) -> Result<Var<B>> {
         match self {
             Features::Dense(v) => Ok(v.clone()),
-            Features::DenseDropout { x, p, seed } => Ok(x.dropout_seeded(*p, *seed)),
+            Features::DenseDropout { x, p, seed } => {
+                crate::autograd::check_dropout_p(*p)?;
+                Ok(x.dropout_seeded(*p, *seed))
+            }
             Features::Sparse(_) => Err(Error::InvalidConfig(
                 "this layer needs dense input features".into(),
             )),
