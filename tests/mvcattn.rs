@@ -12,7 +12,7 @@ use hdgcn::backend::Cpu;
 use hdgcn::nn::Module;
 use ndarray::{Array2, Axis, s};
 use proptest::prelude::*;
-use rand::{SeedableRng, rngs::StdRng};
+use rand::{Rng, SeedableRng, rngs::StdRng};
 
 mod common;
 use common::{max_abs_diff, ptr_of, rand_mat_wide, weigh};
@@ -644,6 +644,62 @@ fn normalized_entropy_rejects_what_is_not_a_distribution() {
     ));
     // Rounding of an f32 map (rows off by up to 1e-4) is accepted.
     assert!(normalized_entropy(ndarray::array![[0.5, 0.50005]].view()).is_ok());
+    // A long row may be off by its f32 summation bound, n 2^-24 (1.19e-3
+    // for 20,000 entries), and no more.
+    let n = 20_000;
+    let row = |total: f64| Array2::from_elem((1, n), total / n as f64);
+    assert!(normalized_entropy(row(1.0 + 1.1e-3).view()).is_ok());
+    assert!(normalized_entropy(row(1.0 - 1.1e-3).view()).is_ok());
+    assert!(normalized_entropy(row(1.0 + 1.3e-3).view()).is_err());
+    assert!(normalized_entropy(row(1.0 - 1.3e-3).view()).is_err());
+}
+
+/// A supernode's attention over a PubMed-sized graph in `f32` (the maps a
+/// trained `f32` model reports; near-uniform logits, as trained maps are):
+/// the CPU kernel's row sums carry `f32` rounding (here up to 7e-5; 1.8e-4
+/// on a model trained on PubMed), the entropy is still measured, and it
+/// equals the one of the same softmax in `f64` to that rounding.
+#[test]
+fn normalized_entropy_takes_f32_maps_of_large_graphs() {
+    let n = 19_717;
+    let mut rng = StdRng::seed_from_u64(31);
+    let logits64 = Array2::from_shape_fn((n, 3), |(i, c)| {
+        if i == 0 {
+            0.0
+        } else {
+            -0.3567 - 0.1 * c as f64 - 1e-3 * rng.random::<f64>()
+        }
+    });
+    let softmax_t = |logits: &Array2<f64>, f32_model: bool| -> Array2<f64> {
+        if f32_model {
+            let cpu = Cpu::<f32>::new();
+            let seg = Segments::new(&cpu, &[0, n]).unwrap();
+            let tape = Tape::inference(&cpu);
+            let x = tape.constant_array(&logits.mapv(|v| v as f32));
+            x.segment_softmax(&seg)
+                .unwrap()
+                .to_array()
+                .t()
+                .mapv(f64::from)
+        } else {
+            let cpu = B::new();
+            let seg = Segments::new(&cpu, &[0, n]).unwrap();
+            let tape = Tape::inference(&cpu);
+            let x = tape.constant_array(logits);
+            x.segment_softmax(&seg).unwrap().to_array().t().to_owned()
+        }
+    };
+    let af32 = softmax_t(&logits64, true);
+    let worst = af32
+        .rows()
+        .into_iter()
+        .map(|r| (r.sum() - 1.0).abs())
+        .fold(0.0, f64::max);
+    assert!(worst < 1.2e-3, "row sums off by {worst}");
+    let e32 = normalized_entropy(af32.view()).unwrap();
+    let e64 = normalized_entropy(softmax_t(&logits64, false).view()).unwrap();
+    // A row scaled by `1 + d` moves the entropy by about `d (1 + 1/ln n)`.
+    assert!((e32 - e64).abs() <= 2.0 * worst + 1e-9, "{e32} vs {e64}");
 }
 
 /// Nodes with identical states cannot be told apart: every supernode attends
