@@ -79,8 +79,8 @@ fn main() -> Result<()> {
     let mut rng = StdRng::seed_from_u64(args.seed);
     let model = NodeClassifier::gcn(&cpu, f, args.hidden, data.classes, 0.5, &mut rng)?;
     let mut opt = AdamConfig::default().lr(0.01).weight_decay(5e-4).build()?;
-    let x = Features::Dense(Tape::new(&cpu).constant(cpu.upload(data.x.view())));
-    drop(data.x);
+    // `upload_owned`: the CPU backend keeps the array, no second copy.
+    let x = Features::Dense(Tape::new(&cpu).constant(cpu.upload_owned(data.x)));
     let all: Vec<usize> = (0..n).collect();
     let nodes = Index::new(&cpu, &all)?;
     let labels = Index::new(&cpu, &data.labels)?;

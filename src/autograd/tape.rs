@@ -638,15 +638,17 @@ impl<B: Backend> Tape<B> {
                 &Op::Unary { op, x } => {
                     // A side the gradient does not read is not kept: any
                     // tensor of the same shape stands in for it.
+                    // `g` is this pass's own: the gradient may be written
+                    // over it (`unary_grad_owned`).
                     let dx = match unary_reads(op) {
-                        (true, true) => b.unary_grad(op, &*val(x)?, &*own()?, &g),
+                        (true, true) => b.unary_grad_owned(op, &*val(x)?, &*own()?, g),
                         (true, false) => {
                             let xv = val(x)?;
-                            b.unary_grad(op, &*xv, &*xv, &g)
+                            b.unary_grad_owned(op, &*xv, &*xv, g)
                         }
                         (false, true) => {
                             let y = own()?;
-                            b.unary_grad(op, &*y, &*y, &g)
+                            b.unary_grad_owned(op, &*y, &*y, g)
                         }
                         (false, false) => b.unary_grad(op, &g, &g, &g),
                     };
@@ -665,8 +667,9 @@ impl<B: Backend> Tape<B> {
                     acc(*x, dx, &mut grads);
                 }
                 &Op::Dropout { x, p, seed } => {
-                    // The same mask, drawn again from its seed.
-                    acc(x, b.dropout(&g, p, seed), &mut grads);
+                    // The same mask, drawn again from its seed, applied
+                    // over `g` (this pass's own).
+                    acc(x, b.dropout_owned(g, p, seed), &mut grads);
                 }
                 &Op::DropoutMatMul { x, w, p, seed } => {
                     if nodes[w].requires_grad {
@@ -676,7 +679,7 @@ impl<B: Backend> Tape<B> {
                     if nodes[x].requires_grad {
                         // The same mask, drawn again from its seed.
                         let gx = b.matmul(&g, &*val(w)?, false, true);
-                        acc(x, b.dropout(&gx, p, seed), &mut grads);
+                        acc(x, b.dropout_owned(gx, p, seed), &mut grads);
                     }
                 }
                 Op::Concat { parts, axis } => {

@@ -209,6 +209,13 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
 
     /// Copies a host array to the device.
     fn upload(&self, a: ArrayView2<'_, Self::Elem>) -> Self::Tensor;
+    /// As [`Backend::upload`], taking the array, so that a backend whose
+    /// tensors are host arrays (the CPU backend) keeps it without a copy: a
+    /// feature matrix the size of the memory budget is not held twice. The
+    /// default copies, as `upload`.
+    fn upload_owned(&self, a: ndarray::Array2<Self::Elem>) -> Self::Tensor {
+        self.upload(a.view())
+    }
     /// Copies a device tensor to the host.
     fn download(&self, t: &Self::Tensor) -> Array2<Self::Elem>;
     /// `(rows, cols)` of a tensor.
@@ -282,6 +289,19 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
         y: &Self::Tensor,
         dy: &Self::Tensor,
     ) -> Self::Tensor;
+    /// As [`Backend::unary_grad`], taking `dy`: a backend may write the
+    /// gradient over it (the CPU backend does, with the same values), so
+    /// the backward pass, which owns `dy`, holds one tensor of that size
+    /// instead of two. The default calls `unary_grad`.
+    fn unary_grad_owned(
+        &self,
+        op: UnaryOp,
+        x: &Self::Tensor,
+        y: &Self::Tensor,
+        dy: Self::Tensor,
+    ) -> Self::Tensor {
+        self.unary_grad(op, x, y, &dy)
+    }
     /// Sum over an axis (kept as a 2-D tensor).
     fn sum_axis(&self, x: &Self::Tensor, axis: Axis) -> Self::Tensor;
     /// Sum of squares of all entries (read back to the host).
@@ -327,6 +347,13 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
         let (r, c) = self.shape(x);
         let mask = self.dropout_mask(r, c, p, seed);
         self.binary(BinaryOp::Mul, x, &mask)
+    }
+    /// As [`Backend::dropout`], taking `x`: a backend may write the result
+    /// over it (the CPU backend does, with the same values), as the
+    /// backward pass does with a gradient it owns. The default calls
+    /// `dropout`.
+    fn dropout_owned(&self, x: Self::Tensor, p: f64, seed: u64) -> Self::Tensor {
+        self.dropout(&x, p, seed)
     }
     /// [`Backend::dropout`]`(x, p, seed) · w`, the same values (each output
     /// row is computed as the unfused product computes it). The default

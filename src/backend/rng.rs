@@ -95,6 +95,39 @@ fn fill_mask_body<F: crate::Float>(
     }
 }
 
+/// `data[k] *= m_k` for the mask [`fill_mask`] writes (`scale` where
+/// [`keep`]`(seed, start + k, p)` holds, 0 elsewhere): the values
+/// `fill_mask` writes with `src = data`, to the bit, without a second
+/// buffer.
+pub fn mask_in_place<F: crate::Float>(data: &mut [F], start: u32, seed: u64, p: f32, scale: F) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2 (checked at run time).
+        unsafe { mask_in_place_avx2(data, start, seed, p, scale) };
+        return;
+    }
+    mask_in_place_body(data, start, seed, p, scale)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn mask_in_place_avx2<F: crate::Float>(data: &mut [F], start: u32, seed: u64, p: f32, scale: F) {
+    mask_in_place_body(data, start, seed, p, scale)
+}
+
+#[inline(always)]
+fn mask_in_place_body<F: crate::Float>(data: &mut [F], start: u32, seed: u64, p: f32, scale: F) {
+    let zero = F::zero();
+    for (k, o) in data.iter_mut().enumerate() {
+        let m = if keep(seed, start.wrapping_add(k as u32), p) {
+            scale
+        } else {
+            zero
+        };
+        *o = *o * m;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

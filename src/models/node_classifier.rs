@@ -278,11 +278,17 @@ impl<B: Backend> NodeClassifier<B> {
         let mut h = self.dropout.forward_features(tape, x)?;
         let last = self.convs.len() - 1;
         for (i, conv) in self.convs.iter().enumerate() {
-            let mut y = conv.forward(tape, graph, &h)?;
-            if i < last {
-                y = self.dropout.forward(&self.activation.apply(&y))?;
-            }
-            h = Features::Dense(y);
+            let y = conv.forward(tape, graph, &h)?;
+            h = if i < last {
+                // Each hidden-sized value goes as soon as the next exists
+                // (what the backward pass reads, the tape keeps): at most
+                // two of them are alive at once.
+                let a = self.activation.apply(&y);
+                drop(y);
+                Features::Dense(self.dropout.forward(&a)?)
+            } else {
+                Features::Dense(y)
+            };
         }
         let Features::Dense(out) = h else {
             unreachable!("convolutions return dense values")

@@ -15,6 +15,7 @@ backend_tests!(
     relu_propagates_nan,
     unary_grad_matches_reference,
     dropout_mask_is_the_shared_counter_hash,
+    owned_gradient_kernels_are_the_borrowing_ones,
     optimiser_updates_match_f64,
     large_dispatch_is_split,
 );
@@ -162,6 +163,57 @@ fn dropout_mask_is_the_shared_counter_hash<B: Backend<Elem = f32>>(b: &B) {
             0.0
         };
         assert_eq!(v, want, "mask entry {i}");
+    }
+}
+
+/// `unary_grad_owned` and `dropout_owned` (which may write over the tensor
+/// they take) give the values of `unary_grad` and `dropout` to the bit:
+/// every activation, tensors under and over the CPU kernel's parallel
+/// threshold (2^18 entries), and a gradient uploaded from a transposed view.
+fn owned_gradient_kernels_are_the_borrowing_ones<B: Backend<Elem = f32>>(b: &B) {
+    let bits = |t: &B::Tensor| {
+        b.download(t)
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    for (i, op) in unary_ops().into_iter().enumerate() {
+        let x = up(b, &input_for(op, 70 + i as u64));
+        let y = b.unary(op, &x);
+        let dy = up(b, &rand_array(31, 11, 80 + i as u64, -1.0, 1.0));
+        let want = bits(&b.unary_grad(op, &x, &y, &dy));
+        assert_eq!(
+            bits(&b.unary_grad_owned(op, &x, &y, dy.clone())),
+            want,
+            "{op:?}"
+        );
+        // Input and output one tensor, as the backward pass passes a side
+        // it does not read.
+        let want = bits(&b.unary_grad(op, &x, &x, &dy));
+        assert_eq!(
+            bits(&b.unary_grad_owned(op, &x, &x, dy)),
+            want,
+            "{op:?}, x twice"
+        );
+    }
+    // A gradient uploaded from a transposed view.
+    let x = up(b, &rand_array(9, 4, 90, -2.0, 2.0));
+    let y = b.unary(UnaryOp::Relu, &x);
+    let dy_t = b.upload(r32(&rand_array(4, 9, 91, -1.0, 1.0)).mapv(|v| v as f32).t());
+    let want = bits(&b.unary_grad(UnaryOp::Relu, &x, &y, &dy_t));
+    assert_eq!(bits(&b.unary_grad_owned(UnaryOp::Relu, &x, &y, dy_t)), want);
+    for (rows, cols, p, seed) in [
+        (57, 13, 0.3, 7_u64),
+        (700, 400, 0.5, 0xdead_beef_u64),
+        (5, 1, 0.9, 1),
+    ] {
+        let g = up(b, &rand_array(rows, cols, seed, -1.0, 1.0));
+        let want = bits(&b.dropout(&g, p, seed));
+        assert_eq!(
+            bits(&b.dropout_owned(g, p, seed)),
+            want,
+            "dropout {rows} x {cols}"
+        );
     }
 }
 

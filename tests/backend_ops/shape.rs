@@ -13,7 +13,25 @@ backend_tests!(
     slice_add_assign_accumulates_in_place,
     gather_rows_with_repeats_and_empty_index,
     scatter_add_rows_sums_repeats,
+    upload_owned_is_upload,
 );
+
+/// `upload_owned` gives the tensor `upload` gives, for an array in
+/// standard layout and for a transposed (column-major) one.
+fn upload_owned_is_upload<B: Backend<Elem = f32>>(b: &B) {
+    let x = rand_array(6, 4, 9, -1.0, 1.0).mapv(|v| v as f32);
+    let want = x.mapv(f64::from);
+    assert_close("standard", &down(b, &b.upload_owned(x.clone())), &want);
+    let xt = x.t().to_owned();
+    let transposed = x.clone().reversed_axes();
+    assert!(!transposed.is_standard_layout());
+    assert_close(
+        "transposed",
+        &down(b, &b.upload_owned(transposed)),
+        &xt.mapv(f64::from),
+    );
+    assert_eq!(b.shape(&b.upload_owned(Array2::zeros((0, 3)))), (0, 3));
+}
 
 fn concat_along_rows_and_columns<B: Backend<Elem = f32>>(b: &B) {
     let a = r32(&rand_array(5, 3, 1, -1.0, 1.0));

@@ -119,45 +119,100 @@ fn grad_map<F: Float>(
     )
 }
 
+/// Runs `$body` with `$d` bound to `f'` of `$op` as a closure of the input
+/// and the output (a closure type per arm, so each loop is inlined).
+macro_rules! with_derivative {
+    ($op:expr, $f:ty, |$d:ident| $body:expr) => {{
+        let (zero, one) = (<$f>::zero(), <$f>::one());
+        match $op {
+            UnaryOp::Relu => {
+                let $d = |x: $f, _: $f| if x > zero { one } else { zero };
+                $body
+            }
+            UnaryOp::LeakyRelu(s) => {
+                let s = c::<$f>(s);
+                let $d = |x: $f, _: $f| if x > zero { one } else { s };
+                $body
+            }
+            UnaryOp::Elu(a) => {
+                let a = c::<$f>(a);
+                let $d = |x: $f, y: $f| if x > zero { one } else { y + a };
+                $body
+            }
+            UnaryOp::Sigmoid => {
+                let $d = |_: $f, y: $f| y * (one - y);
+                $body
+            }
+            UnaryOp::Tanh => {
+                let $d = |_: $f, y: $f| one - y * y;
+                $body
+            }
+            UnaryOp::Gelu => {
+                let half = c::<$f>(0.5);
+                let inv_sqrt2 = c::<$f>(std::f64::consts::FRAC_1_SQRT_2);
+                let inv_sqrt2pi = c::<$f>(1.0 / (2.0 * std::f64::consts::PI).sqrt());
+                let $d = |x: $f, _: $f| {
+                    let cdf = half * (one + (x * inv_sqrt2).erf());
+                    let pdf = (-half * x * x).exp() * inv_sqrt2pi;
+                    cdf + x * pdf
+                };
+                $body
+            }
+            UnaryOp::Exp => {
+                let $d = |_: $f, y: $f| y;
+                $body
+            }
+            UnaryOp::Log => {
+                let $d = |x: $f, _: $f| one / x;
+                $body
+            }
+            UnaryOp::Neg => {
+                let $d = |_: $f, _: $f| -one;
+                $body
+            }
+            UnaryOp::Square => {
+                let two = c::<$f>(2.0);
+                let $d = |x: $f, _: $f| two * x;
+                $body
+            }
+            UnaryOp::Affine(a, _) => {
+                let a = c::<$f>(a);
+                let $d = |_: $f, _: $f| a;
+                $body
+            }
+        }
+    }};
+}
+
 pub(crate) fn unary_grad<F: Float>(
     op: UnaryOp,
     x: &Array2<F>,
     y: &Array2<F>,
     dy: &Array2<F>,
 ) -> Array2<F> {
-    let (zero, one) = (F::zero(), F::one());
-    match op {
-        UnaryOp::Relu => grad_map(x, y, dy, |x, _| if x > zero { one } else { zero }),
-        UnaryOp::LeakyRelu(s) => {
-            let s = c::<F>(s);
-            grad_map(x, y, dy, |x, _| if x > zero { one } else { s })
-        }
-        UnaryOp::Elu(a) => {
-            let a = c::<F>(a);
-            grad_map(x, y, dy, |x, y| if x > zero { one } else { y + a })
-        }
-        UnaryOp::Sigmoid => grad_map(x, y, dy, |_, y| y * (one - y)),
-        UnaryOp::Tanh => grad_map(x, y, dy, |_, y| one - y * y),
-        UnaryOp::Gelu => {
-            let half = c::<F>(0.5);
-            let inv_sqrt2 = c::<F>(std::f64::consts::FRAC_1_SQRT_2);
-            let inv_sqrt2pi = c::<F>(1.0 / (2.0 * std::f64::consts::PI).sqrt());
-            grad_map(x, y, dy, |x, _| {
-                let cdf = half * (one + (x * inv_sqrt2).erf());
-                let pdf = (-half * x * x).exp() * inv_sqrt2pi;
-                cdf + x * pdf
-            })
-        }
-        UnaryOp::Exp => grad_map(x, y, dy, |_, y| y),
-        UnaryOp::Log => grad_map(x, y, dy, |x, _| one / x),
-        UnaryOp::Neg => grad_map(x, y, dy, |_, _| -one),
-        UnaryOp::Square => {
-            let two = c::<F>(2.0);
-            grad_map(x, y, dy, |x, _| two * x)
-        }
-        UnaryOp::Affine(a, _) => {
-            let a = c::<F>(a);
-            grad_map(x, y, dy, |_, _| a)
-        }
+    with_derivative!(op, F, |d| grad_map(x, y, dy, d))
+}
+
+/// [`unary_grad`] written over `dy` where all three are row-major and of
+/// one shape (the same values: `dy * f'(x, y)` entry by entry), a new
+/// array otherwise.
+pub(crate) fn unary_grad_owned<F: Float>(
+    op: UnaryOp,
+    x: &Array2<F>,
+    y: &Array2<F>,
+    mut dy: Array2<F>,
+) -> Array2<F> {
+    if x.dim() == dy.dim()
+        && y.dim() == dy.dim()
+        && let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice())
+        && let Some(gs) = dy.as_slice_mut()
+    {
+        with_derivative!(op, F, |d| {
+            for (g, (&x, &y)) in gs.iter_mut().zip(xs.iter().zip(ys)) {
+                *g = *g * d(x, y);
+            }
+        });
+        return dy;
     }
+    unary_grad(op, x, y, &dy)
 }

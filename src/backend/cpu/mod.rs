@@ -111,6 +111,14 @@ impl<F: Float> Backend for Cpu<F> {
         a.as_standard_layout().into_owned()
     }
 
+    fn upload_owned(&self, a: Array2<F>) -> Array2<F> {
+        if a.is_standard_layout() {
+            a
+        } else {
+            a.as_standard_layout().into_owned()
+        }
+    }
+
     fn download(&self, t: &Array2<F>) -> Array2<F> {
         t.clone()
     }
@@ -251,6 +259,16 @@ impl<F: Float> Backend for Cpu<F> {
         elementwise::unary_grad(op, x, y, dy)
     }
 
+    fn unary_grad_owned(
+        &self,
+        op: UnaryOp,
+        x: &Array2<F>,
+        y: &Array2<F>,
+        dy: Array2<F>,
+    ) -> Array2<F> {
+        elementwise::unary_grad_owned(op, x, y, dy)
+    }
+
     fn sum_axis(&self, x: &Array2<F>, axis: Axis) -> Array2<F> {
         let ax = nd_axis(axis);
         std_layout(x.sum_axis(ax).insert_axis(ax))
@@ -313,6 +331,24 @@ impl<F: Float> Backend for Cpu<F> {
                 .for_each(fill);
         }
         Array2::from_shape_vec((rows, cols), out).expect("dropout shape")
+    }
+
+    fn dropout_owned(&self, mut x: Array2<F>, p: f64, seed: u64) -> Array2<F> {
+        let Some(data) = x.as_slice_mut() else {
+            return self.dropout(&x, p, seed);
+        };
+        let scale = F::from_f64_lossy(1.0 / (1.0 - p));
+        let pf = p as f32;
+        // The chunks and counters of `dropout`: the same mask, entry by entry.
+        let fill = |(c, chunk): (usize, &mut [F])| {
+            rng::mask_in_place(chunk, (c * 8192) as u32, seed, pf, scale)
+        };
+        if data.len() >= 4 * sparse::PAR_THRESHOLD {
+            data.par_chunks_mut(8192).enumerate().for_each(fill);
+        } else {
+            data.chunks_mut(8192).enumerate().for_each(fill);
+        }
+        x
     }
 
     fn dropout_matmul(&self, x: &Array2<F>, p: f64, seed: u64, w: &Array2<F>) -> Array2<F> {
@@ -608,5 +644,26 @@ impl<F: Float> Backend for Cpu<F> {
         reduce::map_blocks(blocks, |_, (p, g, mut slots)| {
             crate::optim::kernels::update_slices(rule, step, p, g, &mut slots)
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An array in standard layout becomes the tensor without a copy (the
+    /// same buffer); another layout is copied into standard layout.
+    #[test]
+    fn upload_owned_keeps_a_standard_layout_buffer() {
+        let cpu = Cpu::<f32>::new();
+        let a = Array2::from_shape_fn((5, 3), |(r, c)| (r * 3 + c) as f32);
+        let b = a.clone();
+        let b_ptr = b.as_ptr();
+        let t = cpu.upload_owned(b);
+        assert_eq!(t.as_ptr(), b_ptr);
+        assert_eq!(t, a);
+        let t = cpu.upload_owned(a.clone().reversed_axes());
+        assert!(t.is_standard_layout());
+        assert_eq!(t, a.t());
     }
 }
