@@ -124,7 +124,7 @@ fn mask_in_place_body<F: crate::Float>(data: &mut [F], start: u32, seed: u64, p:
         } else {
             zero
         };
-        *o = *o * m;
+        *o *= m;
     }
 }
 

@@ -209,7 +209,7 @@ pub(crate) fn unary_grad_owned<F: Float>(
     {
         with_derivative!(op, F, |d| {
             for (g, (&x, &y)) in gs.iter_mut().zip(xs.iter().zip(ys)) {
-                *g = *g * d(x, y);
+                *g *= d(x, y);
             }
         });
         return dy;
