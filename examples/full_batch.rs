@@ -73,8 +73,10 @@ fn main() -> Result<()> {
 
     let cpu = Cpu::<f32>::new();
     let t = Instant::now();
-    let graph = DeviceGraph::new(&cpu, data.graph);
+    let mut graph = DeviceGraph::new(&cpu, data.graph);
     graph.gcn_operator()?; // built and cached here, not in the first step
+    // The model needs nothing else from the host adjacency: free it.
+    drop(graph.release_host());
     let rss_operator = peak_rss_mb();
     let mut rng = StdRng::seed_from_u64(args.seed);
     let model = NodeClassifier::gcn(&cpu, f, args.hidden, data.classes, 0.5, &mut rng)?;

@@ -501,3 +501,38 @@ fn a_gcn_head_propagates_the_logits_over_the_graph() {
     let report = train_node_classifier(&mut gcn_head(4), &dense_task(&cpu, 11), &cfg()).unwrap();
     assert!(report.test_acc >= 0.9, "{report:?}");
 }
+
+/// `DeviceGraph::release_host` after the GCN operator is cached: training
+/// runs from the cache and gives the same model to the bit; an operator
+/// that was not built before the release is an error naming the release,
+/// not a panic; the node count and segments stay.
+#[test]
+fn a_released_host_graph_trains_from_the_cached_operator() {
+    let cpu = C::new();
+    let (_, reference_report, reference) = trained(&cpu, &dense_task(&cpu, 3), &cfg());
+    let mut t = dense_task(&cpu, 3);
+    let n = t.graph.num_nodes();
+    t.graph.gcn_operator().unwrap();
+    let host = t.graph.release_host().expect("the host graph is there");
+    assert_eq!(host.num_nodes(), n);
+    assert!(t.graph.release_host().is_none());
+    assert_eq!(t.graph.num_nodes(), n);
+    assert_eq!(t.graph.ptr(), vec![0, n]);
+    let (params, report, _) = trained(&cpu, &t, &cfg());
+    assert_eq!(params, values(&reference));
+    assert_eq!(report.final_loss, reference_report.final_loss);
+    for err in [
+        t.graph.graph().map(|_| ()),
+        t.graph
+            .scaled_laplacian(
+                hdgcn::graph::Normalization::Sym,
+                &hdgcn::graph::LambdaMax::Fixed(2.0),
+            )
+            .map(|_| ()),
+    ] {
+        match err {
+            Err(Error::InvalidConfig(m)) => assert!(m.contains("release_host"), "{m}"),
+            other => panic!("expected the release to be named, got {other:?}"),
+        }
+    }
+}

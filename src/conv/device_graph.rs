@@ -16,7 +16,9 @@ use crate::graph::{Batch, Graph, LambdaMax, Normalization};
 #[derive(Debug)]
 pub struct DeviceGraph<B: Backend> {
     backend: B,
-    graph: Graph,
+    /// The host graph; `None` once [`DeviceGraph::release_host`] gave it back.
+    graph: Option<Graph>,
+    num_nodes: usize,
     /// The batch structure; `None` for a single graph.
     batch: Option<Batch>,
     ptr: Option<Vec<usize>>,
@@ -35,7 +37,8 @@ impl<B: Backend> DeviceGraph<B> {
     pub fn new(backend: &B, graph: Graph) -> Self {
         DeviceGraph {
             backend: backend.clone(),
-            graph,
+            num_nodes: graph.num_nodes(),
+            graph: Some(graph),
             batch: None,
             ptr: None,
             segments: None,
@@ -50,7 +53,8 @@ impl<B: Backend> DeviceGraph<B> {
         let segments = Segments::new(backend, batch.ptr())?;
         Ok(DeviceGraph {
             backend: backend.clone(),
-            graph: batch.graph().clone(),
+            graph: Some(batch.graph().clone()),
+            num_nodes: batch.graph().num_nodes(),
             batch: Some(batch.clone()),
             ptr: Some(batch.ptr().to_vec()),
             segments: Some(segments),
@@ -66,13 +70,49 @@ impl<B: Backend> DeviceGraph<B> {
     }
 
     /// The host graph (block-diagonal for batches).
-    pub fn graph(&self) -> &Graph {
-        &self.graph
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] once [`DeviceGraph::release_host`] has
+    /// given it back.
+    pub fn graph(&self) -> Result<&Graph> {
+        self.graph.as_ref().ok_or_else(|| {
+            Error::InvalidConfig(
+                "DeviceGraph: the host graph was released (release_host); build every operator \
+                 the model uses before releasing it"
+                    .into(),
+            )
+        })
+    }
+
+    /// Gives back the host graph (and a batch's graphs), keeping what is
+    /// on the backend: the operators, λ_max values and message-passing
+    /// edges cached so far, the segments and the node count. On a graph
+    /// near the memory limit this frees the host adjacency (16 bytes a
+    /// stored entry) once the model's operators are built; build them
+    /// first (e.g. [`DeviceGraph::gcn_operator`]), because anything not yet
+    /// cached is then an error ([`DeviceGraph::graph`]). `None` if it was
+    /// already released.
+    ///
+    /// ```
+    /// use hdgcn::prelude::*;
+    ///
+    /// let cpu = Cpu::<f32>::new();
+    /// let mut g = DeviceGraph::new(&cpu, Graph::from_edges(3, &[(0, 1), (1, 2)])?);
+    /// g.gcn_operator()?; // built and cached while the host graph is there
+    /// let host = g.release_host();
+    /// assert_eq!(host.map(|h| h.num_nodes()), Some(3));
+    /// assert!(g.gcn_operator().is_ok()); // from the cache
+    /// assert!(g.graph().is_err());
+    /// # Ok::<(), hdgcn::Error>(())
+    /// ```
+    pub fn release_host(&mut self) -> Option<Graph> {
+        self.batch = None;
+        self.graph.take()
     }
 
     /// Number of nodes (all graphs of a batch together).
     pub fn num_nodes(&self) -> usize {
-        self.graph.num_nodes()
+        self.num_nodes
     }
 
     /// Per-graph segments for batches.
@@ -110,7 +150,7 @@ impl<B: Backend> DeviceGraph<B> {
         if let Some(m) = self.cache.borrow().get(key) {
             return Ok(m.clone());
         }
-        let host = build(&self.graph)?;
+        let host = build(self.graph()?)?;
         let n = self.num_nodes();
         if host.shape() != (n, n) {
             return Err(Error::shape(
@@ -134,7 +174,7 @@ impl<B: Backend> DeviceGraph<B> {
         if let Some(m) = self.edges.borrow().get(&self_loops) {
             return Ok(m.clone());
         }
-        let m = MessagePassing::from_graph(&self.backend, &self.graph, self_loops)?;
+        let m = MessagePassing::from_graph(&self.backend, self.graph()?, self_loops)?;
         self.edges.borrow_mut().insert(self_loops, m.clone());
         Ok(m)
     }
@@ -151,7 +191,7 @@ impl<B: Backend> DeviceGraph<B> {
             return Ok(v.clone());
         }
         let v = match &self.batch {
-            None => vec![self.graph.lambda_max(norm, lambda)?],
+            None => vec![self.graph()?.lambda_max(norm, lambda)?],
             Some(b) => b.lambda_max(norm, lambda)?,
         };
         self.lambdas.borrow_mut().insert(key, v.clone());
@@ -188,7 +228,7 @@ impl<B: Backend> DeviceGraph<B> {
             ));
         }
         let host = match &self.batch {
-            None => self.graph.scaled_laplacian(norm, lambda_max[0])?,
+            None => self.graph()?.scaled_laplacian(norm, lambda_max[0])?,
             Some(b) => {
                 let per: Vec<f64> = if lambda_max.len() == 1 {
                     vec![lambda_max[0]; g]
