@@ -3,6 +3,7 @@
 
 use super::testing::{parse_args, scratch, write_corpus};
 use super::*;
+use std::path::Path;
 
 fn parse(flags: &[&str]) -> Args {
     parse_args(flags)
@@ -24,32 +25,43 @@ fn read_csv(path: &Path) -> (Vec<String>, Vec<(String, Vec<f64>)>) {
     (header, rows)
 }
 
+/// Writes a `text_classification` config for the small MR corpus of
+/// [`write_corpus`]: hidden 8, `supernodes` supernodes, one epoch, plus
+/// `extra` lines (top-level keys); returns its path.
+fn write_config(root: &Path, name: &str, supernodes: usize, extra: &str) -> std::path::PathBuf {
+    let path = root.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "runner = \"text_classification\"\ndataset = \"mr\"\nmodel = \"hdgcn\"\n\
+             hidden = 8\nsupernodes = {supernodes}\n{extra}\n[train]\nepochs = 1\nlr = 1e-3\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
 #[test]
 fn writes_row_stochastic_maps_of_every_unit_and_a_reloaded_checkpoint_repeats_them() {
     let root = scratch("attention-map");
     write_corpus(&root, "mr");
     let (out1, out2, ckpt) = (root.join("a"), root.join("b"), root.join("m.safetensors"));
     let s = |p: &Path| p.to_str().unwrap().to_string();
+    let config = write_config(&root, "m.toml", 3, "");
     let sentence = "Grain oil zzzunseen grain";
     let common = [
         "--sentence",
         sentence,
-        "--hidden",
-        "8",
-        "--supernodes",
-        "3",
+        "--config",
+        &s(&config),
         "--data-dir",
         &s(&root),
     ];
     run(&parse(
-        &[
-            &common[..],
-            &["--epochs", "1", "--out-dir", &s(&out1), "--save", &s(&ckpt)],
-        ]
-        .concat(),
+        &[&common[..], &["--out-dir", &s(&out1), "--save", &s(&ckpt)]].concat(),
     ))
     .unwrap();
-    assert!(vocab_path(&ckpt).exists());
+    assert!(ckpt.exists());
     // "grain" twice is one node; the unseen word is <unk>.
     let words = ["grain", "oil", "<unk>"];
     for k in 1..=3 {
@@ -116,14 +128,30 @@ fn writes_row_stochastic_maps_of_every_unit_and_a_reloaded_checkpoint_repeats_th
             assert_eq!(a, b, "{f}");
         }
     }
-    // Other shape options are refused, naming what differs.
-    let mut other = common.to_vec();
-    other[3] = "16";
-    let err = run(&parse(
-        &[&other[..], &["--load", &s(&ckpt), "--out-dir", &s(&out2)]].concat(),
-    ))
+    // Without --save the model goes to OUT_DIR/model.safetensors.
+    let out3 = root.join("c");
+    run(&parse(&[&common[..], &["--out-dir", &s(&out3)]].concat())).unwrap();
+    assert!(out3.join("model.safetensors").exists());
+    // A config of another shape does not take the checkpoint, naming the
+    // tensor that differs.
+    let wider = write_config(&root, "wide.toml", 4, "");
+    let err = run(&parse(&[
+        "--sentence",
+        sentence,
+        "--config",
+        &s(&wider),
+        "--data-dir",
+        &s(&root),
+        "--load",
+        &s(&ckpt),
+        "--out-dir",
+        &s(&out2),
+    ]))
     .unwrap_err();
-    assert!(err.to_string().contains("other options"), "{err}");
+    assert!(
+        matches!(err, Error::CheckpointMismatch { .. }) && err.to_string().contains("shape"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }
 
@@ -134,7 +162,44 @@ fn an_empty_sentence_is_an_error() {
 }
 
 #[test]
-fn glove_vectors_set_the_embedding_width_and_a_checkpoint_remembers_it() {
+fn the_default_config_is_the_papers_glove_initialised_mr_row() {
+    let args = parse(&["--sentence", "a film"]);
+    assert_eq!(
+        args.config,
+        Path::new("configs/paper/table1-mr-hdgcn.toml"),
+        "the default model is Table 1's MR HDGCN row"
+    );
+    let s = TextSettings::from_toml_file(&args.config).unwrap();
+    assert_eq!((s.dataset.as_str(), s.model), ("mr", ModelKind::Hdgcn));
+    assert!(s.embeddings.is_some(), "GloVe-initialised");
+}
+
+#[test]
+fn a_model_without_maps_and_load_with_save_are_errors() {
+    let root = scratch("attention-map-static");
+    let config = root.join("static.toml");
+    std::fs::write(&config, "dataset = \"mr\"\nmodel = \"hdgcn-static\"\n").unwrap();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let err = run(&parse(&["--sentence", "a film", "--config", &s(&config)])).unwrap_err();
+    assert!(
+        err.to_string().contains("hdgcn-static") && err.to_string().contains("no MVCAttn maps"),
+        "{err}"
+    );
+    let err = run(&parse(&[
+        "--sentence",
+        "a film",
+        "--load",
+        "a.safetensors",
+        "--save",
+        "b.safetensors",
+    ]))
+    .unwrap_err();
+    assert!(err.to_string().contains("--load and --save"), "{err}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn glove_vectors_set_the_embedding_width_and_a_checkpoint_needs_them() {
     let root = scratch("attention-map-glove");
     write_corpus(&root, "mr");
     // Five-dimensional vectors for two words; under the data root.
@@ -147,50 +212,55 @@ fn glove_vectors_set_the_embedding_width_and_a_checkpoint_remembers_it() {
     .unwrap();
     let (out, ckpt) = (root.join("g"), root.join("g.safetensors"));
     let s = |p: &Path| p.to_str().unwrap().to_string();
+    let with_glove = write_config(&root, "g.toml", 2, "embeddings = \"glove/tiny.txt\"");
+    let without = write_config(&root, "n.toml", 2, "");
     let common = [
         "--sentence",
         "grain oil",
-        "--hidden",
-        "8",
-        "--supernodes",
-        "2",
         "--data-dir",
         &s(&root),
         "--out-dir",
         &s(&out),
     ];
-    let glove = ["--embeddings", "glove/tiny.txt"];
+    let cfg = |c: &Path| ["--config".to_string(), s(c)];
+    let [gk, gv] = cfg(&with_glove);
     run(&parse(
         &[
             &common[..],
-            &glove[..],
-            &["--epochs", "1", "--save", &s(&ckpt)],
+            &[gk.as_str(), gv.as_str(), "--save", &s(&ckpt)],
         ]
         .concat(),
     ))
     .unwrap();
-    let saved = std::fs::read_to_string(vocab_path(&ckpt)).unwrap();
-    assert!(
-        saved.lines().next().unwrap().ends_with("embed=5"),
-        "{saved}"
-    );
     assert!(out.join("unit1_product.csv").exists());
-    // Without the vectors the model is 8 wide at the input: refused on load.
-    let err = run(&parse(&[&common[..], &["--load", &s(&ckpt)]].concat())).unwrap_err();
-    assert!(err.to_string().contains("other options"), "{err}");
-    run(&parse(
-        &[&common[..], &glove[..], &["--load", &s(&ckpt)]].concat(),
-    ))
-    .unwrap();
-    // A vectors file that does not exist is named.
+    // The embedding table is 5 wide: a model trained from scratch (8 wide)
+    // does not take it.
+    let [nk, nv] = cfg(&without);
     let err = run(&parse(
         &[
             &common[..],
-            &["--embeddings", "glove/none.txt", "--epochs", "1"],
+            &[nk.as_str(), nv.as_str(), "--load", &s(&ckpt)],
         ]
         .concat(),
     ))
     .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains(", 5) in the file, (") && msg.contains(", 8) in the model"),
+        "{msg}"
+    );
+    run(&parse(
+        &[
+            &common[..],
+            &[gk.as_str(), gv.as_str(), "--load", &s(&ckpt)],
+        ]
+        .concat(),
+    ))
+    .unwrap();
+    // A vectors file that does not exist is named.
+    let missing = write_config(&root, "m.toml", 2, "embeddings = \"glove/none.txt\"");
+    let [mk, mv] = cfg(&missing);
+    let err = run(&parse(&[&common[..], &[mk.as_str(), mv.as_str()]].concat())).unwrap_err();
     assert!(err.to_string().contains("none.txt"), "{err}");
     std::fs::remove_dir_all(&root).unwrap();
 }

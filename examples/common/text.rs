@@ -37,7 +37,7 @@ use hdgcn::checkpoint::{load_checkpoint, save_checkpoint};
 use hdgcn::conv::{ChebConvConfig, GcnConv, GraphConv, HdChebConfig};
 use hdgcn::data::data_root;
 use hdgcn::data::text::{
-    TextCorpus, TfIdf, Vocab, doc_graph, load_glove, text_gcn_dir, validation_split,
+    Document, TextCorpus, TfIdf, Vocab, doc_graph, load_glove, text_gcn_dir, validation_split,
 };
 use hdgcn::models::{GraphClassifier, InputLayer, NodeWeighting};
 use hdgcn::nn::{
@@ -679,76 +679,154 @@ pub fn run_text<B: Backend<Elem = f32>>(
     data_dir: Option<&Path>,
     quiet: bool,
 ) -> hdgcn::Result<Report> {
-    s.validate()?;
-    let model_kind = s.model;
-    let activation = s.activation()?;
-    let subwords = s.subword_config()?;
-    let attn = s.attn();
-    // Keys named as the flags of the MVCAttn settings (`--supernodes` is
-    // the key `supernodes`).
-    if let Some(warning) = attn.ignored_warning(model_kind) {
-        eprintln!("{warning}");
+    TextData::load(s, data_dir, quiet)?.run(backend, device, quiet)
+}
+
+/// The data of one text experiment, loaded once for all its runs: the
+/// corpus, its vocabulary, every document as a graph sample and the
+/// vectors the embeddings start from. [`TextData::build_model`] makes a
+/// model of the settings on it, [`TextData::run`] runs the experiment.
+pub struct TextData {
+    /// The settings it was loaded for (validated).
+    pub settings: TextSettings,
+    /// The corpus.
+    pub corpus: TextCorpus,
+    /// The training documents' vocabulary: the rows of the embedding table.
+    pub vocab: Vocab,
+    /// The vocabulary of the graphs: `vocab`, with subwords extended by the
+    /// corpus's other words (composed from their n-grams).
+    pub graph_vocab: Vocab,
+    /// Every document of the corpus as a sample, in corpus order.
+    pub samples: Vec<GraphSample>,
+    /// The GloVe file, resolved under the data root.
+    pub embeddings: Option<PathBuf>,
+    /// Width of the embeddings.
+    pub embed_dim: usize,
+    tfidf: Option<TfIdf>,
+    glove: Option<(ndarray::Array2<f32>, usize)>,
+    subwords: Option<SubwordConfig>,
+    activation: Activation,
+    position_encoding: Option<PositionalEncoding>,
+}
+
+impl TextData {
+    /// Validates `s` and loads its corpus from `data_dir` (default
+    /// `$HDGCN_DATA`, else `./data`), builds the vocabulary and every
+    /// document's graph, reads the GloVe vectors and checks the memory
+    /// budget. `quiet` hides what it found.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for invalid settings (before anything is
+    /// loaded); data errors; [`Error::OverBudget`].
+    pub fn load(s: &TextSettings, data_dir: Option<&Path>, quiet: bool) -> hdgcn::Result<Self> {
+        s.validate()?;
+        let activation = s.activation()?;
+        let subwords = s.subword_config()?;
+        // Keys named as the flags of the MVCAttn settings (`--supernodes` is
+        // the key `supernodes`).
+        if let Some(warning) = s.attn().ignored_warning(s.model) {
+            eprintln!("{warning}");
+        }
+        let root = data_root(data_dir);
+        let corpus = TextCorpus::load(&text_gcn_dir(&root), &s.dataset)?;
+        let train_all = corpus.train_indices();
+        let vocab = Vocab::try_build(train_all.iter().map(|&i| &corpus.docs[i]), s.min_count)?;
+        // With subwords, the test documents' unknown words get ids of their own
+        // (vectors composed from the n-grams the table learned), not `<unk>`.
+        let graph_vocab = match subwords {
+            Some(_) => vocab.extended(&corpus.docs),
+            None => vocab.clone(),
+        };
+        let tfidf = match s.node_weights {
+            NodeWeights::None => None,
+            NodeWeights::Tfidf => Some(TfIdf::fit(
+                train_all.iter().map(|&i| &corpus.docs[i]),
+                &graph_vocab,
+            )?),
+        };
+        let embeddings = s.embeddings.as_deref().map(|p| resolve_data_path(p, &root));
+        let glove = match &embeddings {
+            Some(p) => Some(load_glove(p, &vocab, None)?),
+            None => None,
+        };
+        if let (Some((_, found)), false) = (&glove, quiet) {
+            eprintln!("GloVe: {found} of {} vocabulary words found", vocab.len());
+        }
+        let embed_dim = match &glove {
+            Some((table, _)) => table.ncols(),
+            None => s.embed_dim.unwrap_or(s.hidden),
+        };
+        let position_encoding = s
+            .position_encoding
+            .map(|scale| PositionalEncoding::new(embed_dim)?.with_scale(scale))
+            .transpose()?;
+        let mut data = TextData {
+            settings: s.clone(),
+            corpus,
+            vocab,
+            graph_vocab,
+            samples: Vec::new(),
+            embeddings,
+            embed_dim,
+            tfidf,
+            glove,
+            subwords,
+            activation,
+            position_encoding,
+        };
+        data.samples = data
+            .corpus
+            .docs
+            .iter()
+            .map(|d| data.sample(d))
+            .collect::<hdgcn::Result<_>>()?;
+        let mut sizes: Vec<usize> = data.samples.iter().map(|x| x.graph.num_nodes()).collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        s.check_memory(Some(&TextShape {
+            vocab: data.graph_vocab.len(),
+            embed_dim,
+            classes: data.corpus.num_classes(),
+            batch_nodes: sizes.iter().take(s.train.batch_size).sum(),
+        }))?;
+        Ok(data)
     }
-    let root = data_root(data_dir);
-    let corpus = TextCorpus::load(&text_gcn_dir(&root), &s.dataset)?;
-    let train_all = corpus.train_indices();
-    let test_idx = corpus.test_indices();
-    let vocab = Vocab::try_build(train_all.iter().map(|&i| &corpus.docs[i]), s.min_count)?;
-    // With subwords, the test documents' unknown words get ids of their own
-    // (vectors composed from the n-grams the table learned), not `<unk>`.
-    let graph_vocab = match subwords {
-        Some(_) => vocab.extended(&corpus.docs),
-        None => vocab.clone(),
-    };
-    let tfidf = match s.node_weights {
-        NodeWeights::None => None,
-        NodeWeights::Tfidf => Some(TfIdf::fit(
-            train_all.iter().map(|&i| &corpus.docs[i]),
-            &graph_vocab,
-        )?),
-    };
-    let samples: Vec<GraphSample> = corpus
-        .docs
-        .iter()
-        .map(|d| {
-            let g = doc_graph(d, &graph_vocab, s.window)?;
-            let w = tfidf.as_ref().map(|t| t.node_weights(&g)).transpose()?;
-            let sample = GraphSample::new(g.graph, GraphFeatures::Tokens(g.node_tokens), g.label)?;
-            match w {
-                Some(w) => sample.with_node_weights(w),
-                None => Ok(sample),
-            }
-        })
-        .collect::<hdgcn::Result<_>>()?;
-    let embeddings = s.embeddings.as_deref().map(|p| resolve_data_path(p, &root));
-    let glove = match &embeddings {
-        Some(p) => Some(load_glove(p, &vocab, None)?),
-        None => None,
-    };
-    if let (Some((_, found)), false) = (&glove, quiet) {
-        eprintln!("GloVe: {found} of {} vocabulary words found", vocab.len());
+
+    /// `doc` as a sample: its word graph over [`TextData::graph_vocab`]
+    /// (words outside it are `<unk>`), with the settings' node weights.
+    ///
+    /// # Errors
+    /// As [`doc_graph`] and [`GraphSample::new`].
+    pub fn sample(&self, doc: &Document) -> hdgcn::Result<GraphSample> {
+        let g = doc_graph(doc, &self.graph_vocab, self.settings.window)?;
+        let w = self
+            .tfidf
+            .as_ref()
+            .map(|t| t.node_weights(&g))
+            .transpose()?;
+        let sample = GraphSample::new(g.graph, GraphFeatures::Tokens(g.node_tokens), g.label)?;
+        match w {
+            Some(w) => sample.with_node_weights(w),
+            None => Ok(sample),
+        }
     }
-    let k = s.k();
-    let embed_dim = match &glove {
-        Some((table, _)) => table.ncols(),
-        None => s.embed_dim.unwrap_or(s.hidden),
-    };
-    let mut sizes: Vec<usize> = samples.iter().map(|x| x.graph.num_nodes()).collect();
-    sizes.sort_unstable_by(|a, b| b.cmp(a));
-    s.check_memory(Some(&TextShape {
-        vocab: graph_vocab.len(),
-        embed_dim,
-        classes: corpus.num_classes(),
-        batch_nodes: sizes.iter().take(s.train.batch_size).sum(),
-    }))?;
-    let position_encoding = s
-        .position_encoding
-        .map(|scale| PositionalEncoding::new(embed_dim)?.with_scale(scale))
-        .transpose()?;
-    type Probed<B> = (GraphClassifier<B>, Option<DynamicConv<B>>);
-    let build_model = |seed: u64, announce: bool| -> hdgcn::Result<Probed<B>> {
+
+    /// A freshly initialised model of the settings (initialised from
+    /// `seed`), with a handle on its first HD-ChebConv when that is
+    /// dynamic (model hdgcn), whose maps are the ones reported. `announce`
+    /// prints what the subword table holds (unless quiet).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a model of another runner; layer errors.
+    pub fn build_model<B: Backend<Elem = f32>>(
+        &self,
+        backend: &B,
+        seed: u64,
+        announce: bool,
+    ) -> hdgcn::Result<(GraphClassifier<B>, Option<DynamicConv<B>>)> {
+        let s = &self.settings;
+        let (vocab, graph_vocab) = (&self.vocab, &self.graph_vocab);
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let input = match (&glove, subwords) {
+        let input = match (&self.glove, self.subwords) {
             (Some((table, _)), _) => InputLayer::Embedding(Embedding::from_array(backend, table)?),
             (None, Some(sw)) => {
                 let words = |ids: std::ops::Range<usize>| -> Vec<&str> {
@@ -758,12 +836,12 @@ pub fn run_text<B: Backend<Elem = f32>>(
                     backend,
                     &words(0..vocab.len()),
                     sw,
-                    embed_dim,
+                    self.embed_dim,
                     s.embed_init_std,
                     &mut rng,
                 )?;
                 let unseen = e.extend_vocabulary(&words(vocab.len()..graph_vocab.len()));
-                if announce && !quiet {
+                if announce {
                     eprintln!(
                         "subwords: {} n-gram rows; {} words outside the vocabulary composed from them",
                         e.num_ngrams(),
@@ -775,18 +853,19 @@ pub fn run_text<B: Backend<Elem = f32>>(
             (None, None) => InputLayer::Embedding(Embedding::with_std(
                 backend,
                 vocab.len(),
-                embed_dim,
+                self.embed_dim,
                 s.embed_init_std,
                 &mut rng,
             )?),
         };
         let d = input.out_channels();
-        let h = s.hidden;
+        let (h, k, activation) = (s.hidden, s.k(), self.activation);
+        let attn = s.attn();
         let mut convs: Vec<Box<dyn GraphConv<B>>> = Vec::with_capacity(s.layers);
         let mut probe = None;
         for layer in 0..s.layers {
             let d_in = if layer == 0 { d } else { h };
-            convs.push(match model_kind {
+            convs.push(match s.model {
                 ModelKind::Gcn => Box::new(GcnConv::new(backend, d_in, h, &mut rng)?),
                 ModelKind::Cheb => {
                     Box::new(ChebConvConfig::new(d_in, h, k).build(backend, &mut rng)?)
@@ -794,14 +873,14 @@ pub fn run_text<B: Backend<Elem = f32>>(
                 m if m.is_node_only() => {
                     return Err(Error::InvalidConfig(format!(
                         "{} is a model of the planetoid runner",
-                        flag_name(&model_kind)
+                        flag_name(&s.model)
                     )));
                 }
                 _ => {
                     let mut cfg = HdChebConfig::in_model(d_in, h, k, s.dropout);
                     cfg.activation = activation;
                     let (conv, dynamic) =
-                        attn.hd_cheb_conv_probed(backend, model_kind, &cfg, &mut rng)?;
+                        attn.hd_cheb_conv_probed(backend, s.model, &cfg, &mut rng)?;
                     // The first layer's maps are the ones reported.
                     if layer == 0 {
                         probe = dynamic;
@@ -811,7 +890,7 @@ pub fn run_text<B: Backend<Elem = f32>>(
             });
         }
         let readout = s.readout.build(backend, h, &mut rng)?;
-        let classifier = Linear::new(backend, h, corpus.num_classes(), true, &mut rng)?;
+        let classifier = Linear::new(backend, h, self.corpus.num_classes(), true, &mut rng)?;
         let mut model = GraphClassifier::new(
             Some(input),
             convs,
@@ -820,137 +899,157 @@ pub fn run_text<B: Backend<Elem = f32>>(
             s.dropout,
             activation,
         )?;
-        if let Some(pe) = position_encoding {
+        if let Some(pe) = self.position_encoding {
             model = model.with_position_encoding(pe)?;
         }
         Ok((model.with_node_weighting(s.node_weights_at), probe))
-    };
-    let (mut acc, mut epochs) = (Accuracies::default(), Vec::new());
-    let mut attention = AttentionStats::default();
-    for r in 0..s.runs {
-        let seed = s.seed + r as u64;
-        let (train_idx, val_idx) = validation_split(&train_all, s.split, seed)?;
-        let pick = |idx: &[usize]| idx.iter().map(|&i| samples[i].clone()).collect::<Vec<_>>();
-        let (tr, va, te) = (pick(&train_idx), pick(&val_idx), pick(&test_idx));
-        let (mut model, probe) = build_model(seed, r == 0)?;
-        if let Some(path) = &s.load {
-            load_checkpoint(&model, path)?;
-            let v = evaluate_graphs(&mut model, &va, s.train.batch_size)?;
-            let (t, _) = evaluate_graphs(&mut model, &te, s.train.batch_size)?;
-            acc.push_loaded(path, v, t);
-            continue;
-        }
-        let cfg = GraphTrainConfig {
-            seed,
-            quiet,
-            ..s.train.clone()
-        };
-        let rep = train_graph_classifier(&mut model, &tr, &va, &te, &cfg)?;
-        if let (Some(path), true) = (&s.save, r + 1 == s.runs) {
-            save_checkpoint(&model, path)?;
-            eprintln!("saved {}", path.display());
-        }
-        if !quiet {
-            for (e, h) in rep.history.iter().enumerate() {
+    }
+
+    /// Runs the experiment (all its runs) on `backend`: trains (or, with
+    /// `load`, evaluates) and summarises. `quiet` hides the progress bar and
+    /// the per-run lines.
+    ///
+    /// # Errors
+    /// Model and training errors.
+    pub fn run<B: Backend<Elem = f32>>(
+        &self,
+        backend: &B,
+        device: Device,
+        quiet: bool,
+    ) -> hdgcn::Result<Report> {
+        let s = &self.settings;
+        let (corpus, samples) = (&self.corpus, &self.samples);
+        let (model_kind, activation, k) = (s.model, self.activation, s.k());
+        let (embed_dim, embeddings, subwords) = (self.embed_dim, &self.embeddings, self.subwords);
+        let train_all = corpus.train_indices();
+        let test_idx = corpus.test_indices();
+        let (mut acc, mut epochs) = (Accuracies::default(), Vec::new());
+        let mut attention = AttentionStats::default();
+        for r in 0..s.runs {
+            let seed = s.seed + r as u64;
+            let (train_idx, val_idx) = validation_split(&train_all, s.split, seed)?;
+            let pick = |idx: &[usize]| idx.iter().map(|&i| samples[i].clone()).collect::<Vec<_>>();
+            let (tr, va, te) = (pick(&train_idx), pick(&val_idx), pick(&test_idx));
+            let (mut model, probe) = self.build_model(backend, seed, r == 0 && !quiet)?;
+            if let Some(path) = &s.load {
+                load_checkpoint(&model, path)?;
+                let v = evaluate_graphs(&mut model, &va, s.train.batch_size)?;
+                let (t, _) = evaluate_graphs(&mut model, &te, s.train.batch_size)?;
+                acc.push_loaded(path, v, t);
+                continue;
+            }
+            let cfg = GraphTrainConfig {
+                seed,
+                quiet,
+                ..s.train.clone()
+            };
+            let rep = train_graph_classifier(&mut model, &tr, &va, &te, &cfg)?;
+            if let (Some(path), true) = (&s.save, r + 1 == s.runs) {
+                save_checkpoint(&model, path)?;
+                eprintln!("saved {}", path.display());
+            }
+            if !quiet {
+                for (e, h) in rep.history.iter().enumerate() {
+                    eprintln!(
+                        "run {r} epoch {e}: lr {:.3e}  train loss {:.4}  grad norm {:.3}  val {:.2}  val loss {:.4}",
+                        h.lr,
+                        h.train_loss,
+                        h.grad_norm,
+                        100.0 * h.val_acc,
+                        h.val_loss
+                    );
+                }
                 eprintln!(
-                    "run {r} epoch {e}: lr {:.3e}  train loss {:.4}  grad norm {:.3}  val {:.2}  val loss {:.4}",
-                    h.lr,
-                    h.train_loss,
-                    h.grad_norm,
-                    100.0 * h.val_acc,
-                    h.val_loss
+                    "run {r}: best epoch {}  val {:.2}  test {:.2}  epoch {:.1} s",
+                    rep.best_epoch,
+                    100.0 * rep.val_acc,
+                    100.0 * rep.test_acc,
+                    median(&rep.epoch_secs)
                 );
             }
-            eprintln!(
-                "run {r}: best epoch {}  val {:.2}  test {:.2}  epoch {:.1} s",
-                rep.best_epoch,
-                100.0 * rep.val_acc,
-                100.0 * rep.test_acc,
-                median(&rep.epoch_secs)
-            );
+            if let Some(conv) = probe {
+                attention_on_docs(&mut model, conv, &te, s.train.batch_size, &mut attention)?;
+            }
+            acc.push((rep.val_acc, rep.val_loss), rep.test_acc, rep.best_epoch);
+            epochs.extend(rep.epoch_secs);
         }
-        if let Some(conv) = probe {
-            attention_on_docs(&mut model, conv, &te, s.train.batch_size, &mut attention)?;
-        }
-        acc.push((rep.val_acc, rep.val_loss), rep.test_acc, rep.best_epoch);
-        epochs.extend(rep.epoch_secs);
-    }
-    let (tm, ts, vm) = acc.summary();
-    let ep = median(&epochs);
-    let rss = peak_rss_mb().unwrap_or(f64::NAN);
-    let model_name = flag_name(&model_kind);
-    let line = format!(
-        "{} {model_name} ({} runs): test accuracy {tm:.2} ± {ts:.2} %, val {vm:.2} %, epoch median {ep:.2} s, peak RSS {rss:.0} MiB",
-        corpus.name, s.runs
-    );
-    let hd = model_kind == ModelKind::Hdgcn;
-    let t = &s.train;
-    // In three parts: one `json!` of every field would pass the macro
-    // recursion limit of the examples that include this module.
-    let mut json = serde_json::json!({
-        "dataset": corpus.name,
-        "model": model_name,
-        "runs": s.runs,
-        "split": s.split,
-        "seed": s.seed,
-        "k": (model_kind != ModelKind::Gcn).then_some(k),
-        "supernodes": hd.then_some(s.supernodes),
-        "routing": hd.then_some(s.routing.as_str()),
-        "score_norm": hd.then_some(s.score_norm),
-        "attn_dropout": hd.then_some(s.attn_dropout),
-        "hidden": s.hidden,
-        "layers": s.layers,
-        "activation": activation.name(),
-        "dropout": s.dropout,
-    });
-    let model_fields = serde_json::json!({
-        "embed_dim": embed_dim,
-        "embed_init_std": s.embed_init_std,
-        "embeddings": embeddings.as_ref().map(|p| p.display().to_string()),
-        "subwords": subwords.map(|c| format!("{}:{}", c.min_n, c.max_n)),
-        "window": s.window,
-        "readout": flag_name(&s.readout),
-        "node_weights": flag_name(&s.node_weights),
-        "node_weights_at": s.node_weights_at.to_string(),
-        "position_encoding": s.position_encoding,
-    });
-    let train_fields = serde_json::json!({
-        "epochs": t.epochs,
-        "batch_size": t.batch_size,
-        "optimizer": t.optimizer.to_string(),
-        "lr": t.lr,
-        "lr_schedule": t.lr_schedule.to_string(),
-        "warmup_epochs": t.lr_warmup_epochs,
-        "weight_decay": t.weight_decay,
-        "patience": t.patience,
-        "clip_grad_norm": t.clip_grad_norm,
-        "label_smoothing": t.label_smoothing,
-        "ema": t.ema_decay,
-        "select_by": t.select_by.as_str(),
-    });
-    let result_fields = serde_json::json!({
-        "test_acc_mean": tm,
-        "test_acc_std": ts,
-        "val_acc_mean": vm,
-        "val_accs": acc.val,
-        "val_loss_mean": acc.val_loss_mean(),
-        "val_losses": acc.val_losses,
-        "test_accs": acc.test,
-        "best_epochs": acc.best_epochs,
-        "epoch_s_median": ep,
-        "attention_entropy": attention.to_json(),
-        "peak_rss_mb": rss,
-        "device": device.as_str(),
-        "adapter": backend.name(),
-    });
-    if let Some(obj) = json.as_object_mut() {
-        for part in [model_fields, train_fields, result_fields] {
-            if let serde_json::Value::Object(fields) = part {
-                obj.extend(fields);
+        let (tm, ts, vm) = acc.summary();
+        let ep = median(&epochs);
+        let rss = peak_rss_mb().unwrap_or(f64::NAN);
+        let model_name = flag_name(&model_kind);
+        let line = format!(
+            "{} {model_name} ({} runs): test accuracy {tm:.2} ± {ts:.2} %, val {vm:.2} %, epoch median {ep:.2} s, peak RSS {rss:.0} MiB",
+            corpus.name, s.runs
+        );
+        let hd = model_kind == ModelKind::Hdgcn;
+        let t = &s.train;
+        // In three parts: one `json!` of every field would pass the macro
+        // recursion limit of the examples that include this module.
+        let mut json = serde_json::json!({
+            "dataset": corpus.name,
+            "model": model_name,
+            "runs": s.runs,
+            "split": s.split,
+            "seed": s.seed,
+            "k": (model_kind != ModelKind::Gcn).then_some(k),
+            "supernodes": hd.then_some(s.supernodes),
+            "routing": hd.then_some(s.routing.as_str()),
+            "score_norm": hd.then_some(s.score_norm),
+            "attn_dropout": hd.then_some(s.attn_dropout),
+            "hidden": s.hidden,
+            "layers": s.layers,
+            "activation": activation.name(),
+            "dropout": s.dropout,
+        });
+        let model_fields = serde_json::json!({
+            "embed_dim": embed_dim,
+            "embed_init_std": s.embed_init_std,
+            "embeddings": embeddings.as_ref().map(|p| p.display().to_string()),
+            "subwords": subwords.map(|c| format!("{}:{}", c.min_n, c.max_n)),
+            "window": s.window,
+            "readout": flag_name(&s.readout),
+            "node_weights": flag_name(&s.node_weights),
+            "node_weights_at": s.node_weights_at.to_string(),
+            "position_encoding": s.position_encoding,
+        });
+        let train_fields = serde_json::json!({
+            "epochs": t.epochs,
+            "batch_size": t.batch_size,
+            "optimizer": t.optimizer.to_string(),
+            "lr": t.lr,
+            "lr_schedule": t.lr_schedule.to_string(),
+            "warmup_epochs": t.lr_warmup_epochs,
+            "weight_decay": t.weight_decay,
+            "patience": t.patience,
+            "clip_grad_norm": t.clip_grad_norm,
+            "label_smoothing": t.label_smoothing,
+            "ema": t.ema_decay,
+            "select_by": t.select_by.as_str(),
+        });
+        let result_fields = serde_json::json!({
+            "test_acc_mean": tm,
+            "test_acc_std": ts,
+            "val_acc_mean": vm,
+            "val_accs": acc.val,
+            "val_loss_mean": acc.val_loss_mean(),
+            "val_losses": acc.val_losses,
+            "test_accs": acc.test,
+            "best_epochs": acc.best_epochs,
+            "epoch_s_median": ep,
+            "attention_entropy": attention.to_json(),
+            "peak_rss_mb": rss,
+            "device": device.as_str(),
+            "adapter": backend.name(),
+        });
+        if let Some(obj) = json.as_object_mut() {
+            for part in [model_fields, train_fields, result_fields] {
+                if let serde_json::Value::Object(fields) = part {
+                    obj.extend(fields);
+                }
             }
         }
+        Ok(Report { line, json })
     }
-    Ok(Report { line, json })
 }
 
 /// Adds the first HD unit stack's attention maps over `docs` (in batches
