@@ -81,9 +81,37 @@ impl<F: Float> CpuCsr<F> {
         out
     }
 
+    /// Whether every stored `(i, j, v)` has a stored `(j, i, v)`. With the
+    /// column indices of every row strictly increasing (as sprs keeps them)
+    /// each entry's mirror is found by a binary search in row `j`, so no
+    /// transposed index is built (a symmetric matrix never needs one:
+    /// `Sᵀ · X` is `S · X`); otherwise the transposed index is built and
+    /// compared.
     fn is_symmetric(&self) -> bool {
-        let t = self.transpose_index();
         let s = &self.structure;
+        let row = |i: usize| s.indptr[i]..s.indptr[i + 1];
+        let sorted = |i: usize| s.indices[row(i)].windows(2).all(|w| w[0] < w[1]);
+        let mirrored = |i: usize| {
+            row(i).all(|p| {
+                let j = s.indices[p] as usize;
+                let r = row(j);
+                let start = r.start;
+                s.indices[r]
+                    .binary_search(&(i as u32))
+                    .is_ok_and(|q| self.data[start + q] == self.data[p])
+            })
+        };
+        let check = |f: &(dyn Fn(usize) -> bool + Sync)| {
+            if self.nnz() >= PAR_THRESHOLD {
+                (0..s.rows).into_par_iter().all(f)
+            } else {
+                (0..s.rows).all(f)
+            }
+        };
+        if check(&sorted) {
+            return check(&mirrored);
+        }
+        let t = self.transpose_index();
         s.indptr == t.indptr
             && s.indices == t.indices
             && t.perm
@@ -718,10 +746,45 @@ mod tests {
         let x = Array2::from_shape_fn((300, 5), |_| rng.random_range(-1.0..1.0));
         let yt = s.spmm(x.as_slice().unwrap(), 5, true);
         assert!(max_err(&yt, sym.t().dot(&x).as_slice().unwrap()) < 1e-12);
-        // Same structure, non-symmetric values: not treated as symmetric.
+        // Found without building the transposed index, and none is built
+        // for the transposed product either.
+        assert!(s.structure.transpose.get().is_none());
+        // Same structure, non-symmetric values (an entry off the diagonal
+        // changed on one side only): not symmetric, as a new matrix too.
         let mut vals = s.data().to_vec();
-        vals[0] += 1.0;
-        assert!(!s.with_data(vals).symmetric);
+        let (i, p) = (0..300)
+            .find_map(|i| {
+                (s.structure.indptr[i]..s.structure.indptr[i + 1])
+                    .find(|&p| s.structure.indices[p] as usize != i)
+                    .map(|p| (i, p))
+            })
+            .unwrap();
+        let j = s.structure.indices[p] as usize;
+        vals[p] += 1.0;
+        assert!(!s.with_data(vals.clone()).symmetric);
+        let mut changed = sym.clone();
+        changed[[i, j]] += 1.0;
+        let c = CpuCsr::from_csmat(&CsMat::csr_from_dense(changed.view(), 0.0));
+        assert!(!c.symmetric);
+        // A mirror missing from the structure: not symmetric.
+        let mut one_sided = sym.clone();
+        one_sided[[i, j]] = 0.0;
+        assert!(!CpuCsr::from_csmat(&CsMat::csr_from_dense(one_sided.view(), 0.0)).symmetric);
+        // Both sides changed alike: symmetric again; and large enough for
+        // the parallel check.
+        changed[[j, i]] += 1.0;
+        assert!(CpuCsr::from_csmat(&CsMat::csr_from_dense(changed.view(), 0.0)).symmetric);
+        let big = random_sparse(&mut rng, 3000, 3000, 0.01);
+        let big_sym = &big + &big.t();
+        let b = CpuCsr::from_csmat(&CsMat::csr_from_dense(big_sym.view(), 0.0));
+        assert!(b.nnz() >= PAR_THRESHOLD && b.symmetric);
+        let mut big_asym = big_sym.clone();
+        let (bi, bj) = (0..3000)
+            .flat_map(|i| (0..3000).map(move |j| (i, j)))
+            .find(|&(i, j)| i != j && big_sym[[i, j]] != 0.0)
+            .unwrap();
+        big_asym[[bi, bj]] *= 2.0;
+        assert!(!CpuCsr::from_csmat(&CsMat::csr_from_dense(big_asym.view(), 0.0)).symmetric);
     }
 
     #[test]
