@@ -86,6 +86,37 @@ pub struct Reference {
     pub source: String,
 }
 
+/// A grid point of `configs/paper`: the learning rate and dropout that
+/// the validation choice of a paper row committed to its two files.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowPoint {
+    /// AdaBelief's learning rate (`train.lr`).
+    pub lr: f64,
+    /// Dropout probability (`dropout`).
+    pub dropout: f64,
+}
+
+/// The point chosen on validation for the paper's row of the `runner`
+/// (`"planetoid"` or `"text_classification"`) on `dataset`
+/// (`configs/paper/README.md`, "Progress"), which `--model hdgcn` and
+/// `--model hdgcn-static` take by default there, so that the plain
+/// commands run the table's files (`the_paper_configs_are_the_plain_commands`
+/// checks every file against them). `None` where the grid has not been
+/// run (CiteSeer: its data are not in `../shared/data`) or the runner has
+/// no row for the dataset: the paper's settings then (lr 1e-5, dropout
+/// 0.5). The absa runner needs no table: every ABSA file chose the same
+/// point, which is its default ([`absa::default_absa_train`]).
+pub fn paper_row_point(runner: &str, dataset: &str) -> Option<RowPoint> {
+    let point = |lr, dropout| Some(RowPoint { lr, dropout });
+    match (runner, dataset.to_ascii_lowercase().as_str()) {
+        ("planetoid", "cora") => point(1e-3, 0.5),
+        ("planetoid", "pubmed") => point(1e-2, 0.3),
+        ("text_classification", "mr" | "r8" | "r52") => point(1e-3, 0.5),
+        ("text_classification", "ohsumed") => point(1e-2, 0.5),
+        _ => None,
+    }
+}
+
 /// `given` laid over `base`: a key of `given` replaces the same key of
 /// `base`, except that two tables are merged key by key. How a settings
 /// file is read over the runner's defaults for its model, `[train]`

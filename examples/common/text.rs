@@ -297,6 +297,27 @@ impl TextSettings {
             },
         }
     }
+
+    /// The runner's defaults for `model` on `dataset`: those of
+    /// [`TextSettings::for_model`], except that hdgcn and hdgcn-static take
+    /// the learning rate and dropout chosen on validation for the
+    /// dataset's row of the paper's Table 1 ([`super::paper_row_point`]:
+    /// MR, R8 and R52 lr 1e-3, Ohsumed lr 1e-2, dropout 0.5), so that
+    /// `--dataset D --model hdgcn --embeddings glove/glove.6B.50d.subset.txt`
+    /// is `configs/paper/table1-D-hdgcn.toml`.
+    pub fn for_run(model: ModelKind, dataset: &str) -> Self {
+        let mut s = TextSettings {
+            dataset: dataset.to_owned(),
+            ..TextSettings::for_model(model)
+        };
+        if matches!(model, ModelKind::Hdgcn | ModelKind::HdgcnStatic)
+            && let Some(point) = super::paper_row_point(RUNNER, dataset)
+        {
+            s.train.lr = point.lr;
+            s.dropout = point.dropout;
+        }
+        s
+    }
 }
 
 /// `path` where it exists as given (or is absolute); else, for a relative
@@ -352,16 +373,21 @@ impl TextSettings {
     /// read; [`Error::InvalidConfig`] naming the file, the key and the
     /// problem for an unknown key, a wrong type or an invalid value.
     pub fn from_toml_file(path: &Path) -> hdgcn::Result<Self> {
-        Self::from_toml_file_for(path, None)
+        Self::from_toml_file_for(path, None, None)
     }
 
-    /// [`TextSettings::from_toml_file`] with the model `model` instead of
-    /// the file's (the runner's `--model`): the keys the file leaves out
-    /// take that model's defaults ([`TextSettings::for_model`]).
+    /// [`TextSettings::from_toml_file`] with the model `model` and the
+    /// dataset `dataset` instead of the file's (the runner's `--model` and
+    /// `--dataset`): the keys the file leaves out take the defaults of
+    /// that model on that dataset ([`TextSettings::for_run`]).
     ///
     /// # Errors
     /// As [`TextSettings::from_toml_file`].
-    pub fn from_toml_file_for(path: &Path, model: Option<ModelKind>) -> hdgcn::Result<Self> {
+    pub fn from_toml_file_for(
+        path: &Path,
+        model: Option<ModelKind>,
+        dataset: Option<&str>,
+    ) -> hdgcn::Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => Error::MissingFile(path.to_path_buf()),
             _ => Error::Io {
@@ -382,14 +408,19 @@ impl TextSettings {
             },
             other => other,
         };
-        let settings = Self::from_toml_str(&text, model).map_err(in_file)?;
+        let settings = Self::from_toml_str(&text, model, dataset).map_err(in_file)?;
         settings.validate().map_err(in_file)?;
         Ok(settings)
     }
 
     /// The settings of a TOML document (not validated), with the model
-    /// `model` when given instead of the document's.
-    fn from_toml_str(text: &str, model: Option<ModelKind>) -> hdgcn::Result<Self> {
+    /// `model` and the dataset `dataset` when given instead of the
+    /// document's.
+    fn from_toml_str(
+        text: &str,
+        model: Option<ModelKind>,
+        dataset: Option<&str>,
+    ) -> hdgcn::Result<Self> {
         // Read once as it stands, for messages that point into the file.
         let parsed: TextSettings =
             toml::from_str(text).map_err(|e| Error::InvalidConfig(describe(text, &e)))?;
@@ -398,7 +429,8 @@ impl TextSettings {
         let table: toml::Table =
             toml::from_str(text).map_err(|e| Error::InvalidConfig(describe(text, &e)))?;
         let model = model.unwrap_or(parsed.model);
-        let mut merged = toml::Table::try_from(TextSettings::for_model(model))
+        let dataset = dataset.unwrap_or(&parsed.dataset);
+        let mut merged = toml::Table::try_from(TextSettings::for_run(model, dataset))
             .map_err(|e| bad("train", e.to_string()))?;
         super::overlay(&mut merged, &table);
         merged.insert("model".into(), flag_name(&model).into());
