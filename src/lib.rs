@@ -25,6 +25,7 @@
 //! | [`prelude`] | what a training program needs, in one `use` |
 //! | [`checkpoint`] | saving and loading parameters as safetensors files |
 //! | [`limits`] | the memory budget that sizes from settings and files are checked against |
+//! | [`alloc`] | [`alloc::BlockCache`], an opt-in global allocator that reuses large tensors' blocks across steps |
 //!
 //! ## Example: one ChebConv layer, forward and backward
 //!
@@ -53,6 +54,7 @@
 //! # Ok::<(), hdgcn::Error>(())
 //! ```
 
+pub mod alloc;
 pub mod attention;
 pub mod autograd;
 pub mod backend;
