@@ -79,6 +79,9 @@ fn main() -> Result<()> {
         None => generated(&args)?,
     };
     let load_s = t.elapsed().as_secs_f64();
+    // A phase ends: loading's large temporaries go back now, not while the
+    // operator build's small blocks grow the heap.
+    ALLOC.release_cached();
     let (n, f) = data.x.dim();
     let data_mb = (n * f * 4 + data.entries * 8) as f64 / (1u64 << 20) as f64;
     let rss_data = peak_rss_mb();
@@ -89,6 +92,7 @@ fn main() -> Result<()> {
     graph.gcn_operator()?; // built and cached here, not in the first step
     // The model needs nothing else from the host adjacency: free it.
     drop(graph.release_host());
+    ALLOC.release_cached();
     let rss_operator = peak_rss_mb();
     let mut rng = StdRng::seed_from_u64(args.seed);
     let model = NodeClassifier::gcn(&cpu, f, args.hidden, data.classes, 0.5, &mut rng)?;

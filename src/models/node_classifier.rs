@@ -282,10 +282,13 @@ impl<B: Backend> NodeClassifier<B> {
             h = if i < last {
                 // Each hidden-sized value goes as soon as the next exists
                 // (what the backward pass reads, the tape keeps): at most
-                // two of them are alive at once.
+                // two of them are alive at once. The dropout is applied
+                // inside the next layer's product where that layer has one
+                // (`Features::DenseDropout`): the dropped-out copy of the
+                // hidden layer is never made.
                 let a = self.activation.apply(&y);
                 drop(y);
-                Features::Dense(self.dropout.forward(&a)?)
+                self.dropout.forward_features(tape, &Features::Dense(a))?
             } else {
                 Features::Dense(y)
             };
