@@ -15,11 +15,15 @@
 //! alignment is asked for, under one bound: the large blocks mapped
 //! (live plus cached) never exceed the largest total of large blocks the
 //! program has had live at once. A request that would cross that bound
-//! first gives cached blocks back to the system. So the cache never makes
-//! the program's peak larger than it would be without it; after a phase
-//! that used more memory than the one that follows, the cache may hold up
-//! to the difference until a request needs the room
-//! ([`BlockCache::release_cached`] gives it back at once).
+//! first gives cached blocks back to the system. So the large blocks never
+//! take more memory than their own peak without the cache. Small blocks
+//! are not counted: after a phase that used more large blocks than the
+//! one that follows, the cache may hold up to the difference until a
+//! request needs the room, and what the next phase allocates in small
+//! blocks comes on top (loading a graph from files, the `full_batch`
+//! example measured 11.7 MB above the same phase without the cache).
+//! [`BlockCache::release_cached`] at the end of such a phase gives the
+//! cached blocks back at once.
 //!
 //! It is a library's tool, not a default: a program opts in with
 //! `#[global_allocator]`, as the `full_batch` example does.
