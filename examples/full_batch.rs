@@ -23,8 +23,8 @@ use hdgcn::prelude::*;
 use hdgcn::util::peak_rss_mb;
 use hdgcn::{Error, Result};
 
-/// Large tensors' blocks reused across steps, never above the peak the
-/// step would have without it (`hdgcn::alloc`); `--no-block-cache` turns
+/// Large tensors' blocks reused across steps, within the most that large
+/// blocks ever took at once (`hdgcn::alloc`); `--no-block-cache` turns
 /// reuse off for a comparison.
 #[global_allocator]
 static ALLOC: BlockCache = BlockCache::new();
