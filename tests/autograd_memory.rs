@@ -70,9 +70,10 @@ fn a_gcn_step_keeps_only_what_its_gradients_read() {
     let tape = Tape::with_seed(&cpu, 3);
     let (loss, _, _) = gcn_step(&tape, &x, &w1, &w2);
     // Held: the input (the dropped-out input is drawn again from it for
-    // W1's gradient), ReLU's output (its gradient and, drawn again, the
-    // hidden dropout's output for W2's), and `out` (the square's gradient
-    // reads it). Not held: `X_d`, `X_d W1`, `Â X_d W1`, `D`, the masks.
+    // W1's gradient), ReLU's output (drawn again as the hidden dropout's
+    // output for W2's gradient; ReLU's own gradient reads a one-bit mask),
+    // and `out` (the square's gradient reads it). Not held: `X_d`,
+    // `X_d W1`, `Â X_d W1`, `D`, the dropout masks.
     assert_eq!(tape.saved_elements(), N * F + N * H + N * K);
     loss.backward().unwrap();
     assert_eq!(tape.saved_elements(), 0);
@@ -116,6 +117,31 @@ fn gradients_from_redrawn_dropout_outputs_match_the_forward_values() {
         close(grads.get(&w1).unwrap(), &dw1),
         "dW1 from the re-drawn X_d"
     );
+}
+
+#[test]
+fn relu_keeps_a_mask_not_its_output() {
+    let cpu = C::new();
+    let mut rng = StdRng::seed_from_u64(5);
+    let x = random(&mut rng, N, F);
+    let tape = Tape::new(&cpu);
+    let xv = tape.input(ndarray_to(&cpu, &x));
+    // ReLU then a sum: neither keeps a tensor (the ReLU's gradient reads
+    // where its output is positive, packed one bit per entry).
+    let loss = xv.relu().sum_all();
+    assert_eq!(tape.saved_elements(), 0);
+    let grads = loss.backward().unwrap();
+    let got = grads.wrt(&xv).unwrap();
+    assert_eq!(got, &x.mapv(|v| if v > 0.0 { 1.0 } else { 0.0 }));
+    // A tanh in its place keeps its output.
+    let tape = Tape::new(&cpu);
+    let _loss = tape.input(ndarray_to(&cpu, &x)).tanh().sum_all();
+    assert_eq!(tape.saved_elements(), N * F);
+}
+
+fn ndarray_to(cpu: &C, a: &Array2<f64>) -> Array2<f64> {
+    use hdgcn::backend::Backend;
+    cpu.upload(a.view())
 }
 
 #[test]

@@ -34,6 +34,10 @@ pub(crate) enum Op<B: Backend> {
     Binary { op: BinaryOp, a: usize, b: usize },
     /// Element-wise unary map.
     Unary { op: UnaryOp, x: usize },
+    /// ReLU, with where its output is positive packed one bit per entry
+    /// ([`Backend::positive_mask`]): all its gradient reads, so neither its
+    /// input nor its output is kept for it.
+    Relu { x: usize, mask: B::Index },
     /// Sum along an axis.
     SumAxis { x: usize },
     /// Softmax or log-softmax along an axis.
@@ -138,6 +142,7 @@ impl<B: Backend> Op<B> {
             | Op::SpMM { .. }
             | Op::SumAxis { .. }
             | Op::Dropout { .. }
+            | Op::Relu { .. }
             | Op::Concat { .. }
             | Op::Slice { .. }
             | Op::Gather { .. }
@@ -199,6 +204,31 @@ impl<B: Backend> Kept<B> {
             Kept::Dropout { x, p, seed } => Cow::Owned(b.dropout(x, *p, *seed)),
         }
     }
+
+    /// As [`Kept::get`], holding a shared value by its own handle, so that
+    /// the tape's handle can be released while the value is read.
+    fn hold(&self, b: &B) -> Held<B> {
+        match self {
+            Kept::Value(v) => Held::Shared(v.clone()),
+            Kept::Dropout { x, p, seed } => Held::Owned(b.dropout(x, *p, *seed)),
+        }
+    }
+}
+
+/// A kept value as a backward pass reads it ([`Kept::hold`]).
+enum Held<B: Backend> {
+    Shared(Rc<B::Tensor>),
+    Owned(B::Tensor),
+}
+
+impl<B: Backend> std::ops::Deref for Held<B> {
+    type Target = B::Tensor;
+    fn deref(&self) -> &B::Tensor {
+        match self {
+            Held::Shared(v) => v,
+            Held::Owned(v) => v,
+        }
+    }
 }
 
 /// One recorded value. The tape keeps a value (`kept`) only while a
@@ -206,18 +236,26 @@ impl<B: Backend> Kept<B> {
 /// reads it, an input when a later op's backward reads it, a parameter
 /// always. Every other intermediate is freed as soon as the caller drops
 /// its `Var` (`value` is only a weak handle), and the backward pass frees
-/// each kept value once nothing later in the pass reads it, so the memory
-/// of a step is what its gradients need, not every tensor it made.
+/// each kept value once nothing later in the pass reads it (after the last
+/// reader's backward, or inside it once the part that reads it is done),
+/// so the memory of a step is what its gradients need, not every tensor it
+/// made.
 pub(crate) struct Node<B: Backend> {
     pub(crate) op: Op<B>,
     value: Weak<B::Tensor>,
-    kept: Option<Kept<B>>,
+    kept: RefCell<Option<Kept<B>>>,
     /// For a dropout's output: its input, probability and seed, from which
     /// the output can be drawn again.
     redo: Option<(Weak<B::Tensor>, f64, u64)>,
     shape: (usize, usize),
     pub(crate) requires_grad: bool,
     pub(crate) param: Option<ParamId>,
+    /// How many later ops' backward passes read this value, not counting
+    /// those that have run.
+    readers: Cell<u32>,
+    /// Whether this op's own backward reads its output (then the value is
+    /// kept until that runs, whatever its readers).
+    reads_own: bool,
 }
 
 pub(crate) struct TapeInner<B: Backend> {
@@ -334,7 +372,8 @@ impl<B: Backend> Tape<B> {
         let b = &self.inner.backend;
         let mut total = 0;
         for node in nodes.iter().filter(|n| n.param.is_none()) {
-            let t = match &node.kept {
+            let kept = node.kept.borrow();
+            let t = match &*kept {
                 Some(Kept::Value(v)) => v,
                 Some(Kept::Dropout { x, .. }) => x,
                 None => continue,
@@ -390,7 +429,7 @@ impl<B: Backend> Tape<B> {
         }
         if let Some(&id) = self.inner.params.borrow().get(&p.id()) {
             let node = &self.inner.nodes.borrow()[id];
-            let value = match &node.kept {
+            let value = match &*node.kept.borrow() {
                 Some(Kept::Value(v)) => Some(v.clone()),
                 _ => None,
             }
@@ -424,11 +463,13 @@ impl<B: Backend> Tape<B> {
             value: Rc::downgrade(&value),
             // A parameter's value is shared with the `Param`: keeping it
             // costs nothing, and `param` hands it out again.
-            kept: param.is_some().then(|| Kept::Value(value.clone())),
+            kept: RefCell::new(param.is_some().then(|| Kept::Value(value.clone()))),
             redo: None,
             shape: self.inner.backend.shape(&value),
             requires_grad,
             param,
+            readers: Cell::new(0),
+            reads_own: false,
         });
         Var::from_parts(self.clone(), Some(id), value, requires_grad)
     }
@@ -460,7 +501,8 @@ impl<B: Backend> Tape<B> {
             _ => saved.inputs.iter().flatten().copied().collect(),
         };
         for k in needed {
-            if nodes[k].kept.is_none() {
+            nodes[k].readers.set(nodes[k].readers.get() + 1);
+            if nodes[k].kept.get_mut().is_none() {
                 // A dropout's output is kept as its input while that lives;
                 // otherwise the operand's `Var` is among `inputs` (it holds
                 // the value), and the weak handle is the fallback.
@@ -471,7 +513,7 @@ impl<B: Backend> Tape<B> {
                         seed: *seed,
                     })
                 });
-                nodes[k].kept = redo.or_else(|| {
+                *nodes[k].kept.get_mut() = redo.or_else(|| {
                     inputs
                         .iter()
                         .find(|v| v.node() == Some(k))
@@ -482,13 +524,15 @@ impl<B: Backend> Tape<B> {
             }
         }
         nodes.push(Node {
-            kept: saved.output.then(|| Kept::Value(value.clone())),
+            kept: RefCell::new(saved.output.then(|| Kept::Value(value.clone()))),
             redo,
             value: Rc::downgrade(&value),
             shape: self.inner.backend.shape(&value),
             op,
             requires_grad,
             param: None,
+            readers: Cell::new(0),
+            reads_own: saved.output,
         });
         let id = nodes.len() - 1;
         drop(nodes);
@@ -511,7 +555,7 @@ impl<B: Backend> Tape<B> {
         for i in (0..=root).rev() {
             // Every reader of node `i`'s value comes later on the tape and
             // has run: this pass is the last to need it.
-            let own = nodes[i].kept.take();
+            let own = nodes[i].kept.get_mut().take();
             let Some(g) = grads[i].take() else { continue };
             let nodes = &*nodes;
             let node = &nodes[i];
@@ -525,11 +569,39 @@ impl<B: Backend> Tape<B> {
                         .into(),
                 )
             };
-            let val = |k: usize| -> Result<Cow<'_, B::Tensor>> {
+            // The inputs this backward reads for the last time (no earlier
+            // op's backward reads them, nor their own): released as soon as
+            // the part that reads them is done, at the latest after this op.
+            let saved = node.op.saved(|k| nodes[k].requires_grad);
+            let reads: Cow<'_, [usize]> = match &node.op {
+                Op::Custom { inputs, .. } if saved.all_inputs => Cow::Borrowed(inputs),
+                _ => Cow::Owned(saved.inputs.iter().flatten().copied().collect()),
+            };
+            let mut last = [usize::MAX; 2];
+            let mut last_many = Vec::new();
+            for &k in reads.iter() {
+                let n = &nodes[k];
+                let left = n.readers.get().saturating_sub(1);
+                n.readers.set(left);
+                if left == 0 && !n.reads_own && n.param.is_none() {
+                    match last.iter_mut().find(|s| **s == usize::MAX) {
+                        Some(slot) => *slot = k,
+                        None => last_many.push(k),
+                    }
+                }
+            }
+            let release = |k: usize| {
+                if last.contains(&k) || last_many.contains(&k) {
+                    let freed = nodes[k].kept.borrow_mut().take();
+                    drop(freed);
+                }
+            };
+            let val = |k: usize| -> Result<Held<B>> {
                 nodes[k]
                     .kept
+                    .borrow()
                     .as_ref()
-                    .map(|v| v.get(b))
+                    .map(|v| v.hold(b))
                     .ok_or_else(released)
             };
             let own = || -> Result<Cow<'_, B::Tensor>> {
@@ -550,34 +622,55 @@ impl<B: Backend> Tape<B> {
                     }
                 }
                 &Op::MatMul { a, b: bb, ta, tb } => {
-                    if nodes[a].requires_grad {
-                        let bv = &*val(bb)?;
-                        let da = match (ta, tb) {
-                            (false, false) => b.matmul(&g, bv, false, true),
-                            (false, true) => b.matmul(&g, bv, false, false),
-                            (true, false) => b.matmul(bv, &g, false, true),
-                            (true, true) => b.matmul(bv, &g, true, true),
-                        };
-                        acc(a, da, &mut grads);
+                    // `b`'s gradient first: it reads `a`, which (an
+                    // activation, usually) can then be released before
+                    // `a`'s gradient, of its size, is made. Each gradient
+                    // goes to its own slot, so the order changes no value
+                    // (for `a == b` the order of the sum is kept).
+                    let da_first = a == bb;
+                    let grad_a = |grads: &mut Vec<Option<B::Tensor>>| -> Result<()> {
+                        if nodes[a].requires_grad {
+                            let bv = &*val(bb)?;
+                            let da = match (ta, tb) {
+                                (false, false) => b.matmul(&g, bv, false, true),
+                                (false, true) => b.matmul(&g, bv, false, false),
+                                (true, false) => b.matmul(bv, &g, false, true),
+                                (true, true) => b.matmul(bv, &g, true, true),
+                            };
+                            acc(a, da, grads);
+                        }
+                        Ok(())
+                    };
+                    if da_first {
+                        grad_a(&mut grads)?;
                     }
                     if nodes[bb].requires_grad {
                         // `a` kept as a dropout of its input: the weight
                         // gradient draws the mask block by block instead of
                         // making the dropped-out copy.
-                        let db = if let (false, false, Some(Kept::Dropout { x, p, seed })) =
-                            (ta, tb, nodes[a].kept.as_ref())
-                        {
-                            b.dropout_t_matmul(x, *p, *seed, &g)
-                        } else {
-                            let av = &*val(a)?;
-                            match (ta, tb) {
-                                (false, false) => b.matmul(av, &g, true, false),
-                                (false, true) => b.matmul(&g, av, true, false),
-                                (true, false) => b.matmul(av, &g, false, false),
-                                (true, true) => b.matmul(&g, av, true, true),
+                        let dropped = match (ta, tb, &*nodes[a].kept.borrow()) {
+                            (false, false, Some(Kept::Dropout { x, p, seed })) => {
+                                Some(b.dropout_t_matmul(x, *p, *seed, &g))
+                            }
+                            _ => None,
+                        };
+                        let db = match dropped {
+                            Some(db) => db,
+                            None => {
+                                let av = &*val(a)?;
+                                match (ta, tb) {
+                                    (false, false) => b.matmul(av, &g, true, false),
+                                    (false, true) => b.matmul(&g, av, true, false),
+                                    (true, false) => b.matmul(av, &g, false, false),
+                                    (true, true) => b.matmul(&g, av, true, true),
+                                }
                             }
                         };
                         acc(bb, db, &mut grads);
+                    }
+                    if !da_first {
+                        release(a);
+                        grad_a(&mut grads)?;
                     }
                 }
                 Op::SpMM { s, x, transpose } => {
@@ -654,6 +747,9 @@ impl<B: Backend> Tape<B> {
                     };
                     acc(x, dx, &mut grads);
                 }
+                Op::Relu { x, mask } => {
+                    acc(*x, b.masked_grad_owned(g, mask), &mut grads);
+                }
                 &Op::SumAxis { x } => {
                     let (r, c) = shape(x);
                     acc(x, b.broadcast_to(&g, r, c), &mut grads);
@@ -675,6 +771,11 @@ impl<B: Backend> Tape<B> {
                     if nodes[w].requires_grad {
                         let dw = b.dropout_t_matmul(&*val(x)?, p, seed, &g);
                         acc(w, dw, &mut grads);
+                    }
+                    // `x` (read last above) is not held while its gradient
+                    // is made.
+                    if x != w {
+                        release(x);
                     }
                     if nodes[x].requires_grad {
                         // The same mask, drawn again from its seed.
@@ -761,7 +862,7 @@ impl<B: Backend> Tape<B> {
                 }
                 Op::Custom { op, inputs } => {
                     let name = op.0.name();
-                    let ins: Vec<Cow<'_, B::Tensor>> =
+                    let ins: Vec<Held<B>> =
                         inputs.iter().map(|&k| val(k)).collect::<Result<_>>()?;
                     let ins: Vec<&B::Tensor> = ins.iter().map(|v| &**v).collect();
                     let gs = op.0.backward(b, &ins, &*own()?, &g)?;
@@ -785,6 +886,9 @@ impl<B: Backend> Tape<B> {
                         acc(k, gk, &mut grads);
                     }
                 }
+            }
+            for &k in last.iter().filter(|&&k| k != usize::MAX).chain(&last_many) {
+                release(k);
             }
         }
         Ok(out)

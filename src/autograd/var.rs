@@ -281,7 +281,14 @@ impl<B: Backend> Var<B> {
 
     /// Applies an element-wise map.
     pub fn unary(&self, op: UnaryOp) -> Var<B> {
-        let v = self.backend().unary(op, &self.value);
+        let b = self.backend();
+        let v = b.unary(op, &self.value);
+        if op == UnaryOp::Relu && self.requires_grad() {
+            // ReLU's gradient reads only where the output is positive: one
+            // bit per entry is kept instead of the output.
+            let mask = b.positive_mask(&v);
+            return self.rec(Op::Relu { x: self.id(), mask }, v, &[self]);
+        }
         self.rec(Op::Unary { op, x: self.id() }, v, &[self])
     }
 

@@ -302,6 +302,17 @@ pub trait Backend: Clone + std::fmt::Debug + Send + Sync + 'static {
     ) -> Self::Tensor {
         self.unary_grad(op, x, y, &dy)
     }
+    /// Where `y > 0`, one bit per element in row-major order (bit `i % 32`
+    /// of word `i / 32`, the last word's unused bits clear): all that
+    /// ReLU's gradient reads, so that a ReLU's backward pass keeps 1/32 of
+    /// its output (one bit per `f32`) instead of the output itself.
+    fn positive_mask(&self, y: &Self::Tensor) -> Self::Index;
+    /// `dy ∘ m`, `m` the 0/1 mask of [`Backend::positive_mask`] taken of a
+    /// tensor of `dy`'s shape: ReLU's gradient, the same values as
+    /// [`Backend::unary_grad`] gives (each entry of `dy` multiplied by 1 or
+    /// 0, so NaN and infinities propagate alike). A backend may write it
+    /// over `dy`.
+    fn masked_grad_owned(&self, dy: Self::Tensor, mask: &Self::Index) -> Self::Tensor;
     /// Sum over an axis (kept as a 2-D tensor).
     fn sum_axis(&self, x: &Self::Tensor, axis: Axis) -> Self::Tensor;
     /// Sum of squares of all entries (read back to the host).

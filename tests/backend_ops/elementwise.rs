@@ -16,6 +16,7 @@ backend_tests!(
     unary_grad_matches_reference,
     dropout_mask_is_the_shared_counter_hash,
     owned_gradient_kernels_are_the_borrowing_ones,
+    relu_mask_gradient_is_unary_grad,
     optimiser_updates_match_f64,
     large_dispatch_is_split,
 );
@@ -215,6 +216,74 @@ fn owned_gradient_kernels_are_the_borrowing_ones<B: Backend<Elem = f32>>(b: &B) 
             "dropout {rows} x {cols}"
         );
     }
+}
+
+/// ReLU's backward from the packed mask (`positive_mask`, then
+/// `masked_grad_owned`) gives `unary_grad`'s values to the bit: shapes
+/// whose length is and is not a multiple of 32, NaN, signed zeros,
+/// infinities and subnormals among the inputs, NaN and infinities in the
+/// gradient where the mask is 0, and a gradient from a transposed view.
+fn relu_mask_gradient_is_unary_grad<B: Backend<Elem = f32>>(b: &B) {
+    let bits = |t: &B::Tensor| {
+        b.download(t)
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    let specials = [
+        f32::NAN,
+        -f32::NAN,
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::MIN_POSITIVE / 4.0,
+        -f32::MIN_POSITIVE / 4.0,
+        1.0,
+        -1.0,
+    ];
+    for (case, (rows, cols)) in [(1, 1), (1, 32), (3, 33), (31, 11), (64, 64), (1, 10)]
+        .into_iter()
+        .enumerate()
+    {
+        let seed = 100 + case as u64;
+        let mut x = rand_array(rows, cols, seed, -2.0, 2.0).mapv(|v| v as f32);
+        let mut dy = rand_array(rows, cols, seed + 50, -1.0, 1.0).mapv(|v| v as f32);
+        for (i, v) in x.iter_mut().enumerate().take(specials.len()) {
+            *v = specials[i];
+        }
+        // Non-finite gradients where the input is negative, zero or NaN.
+        for (i, v) in dy.iter_mut().enumerate().skip(1).step_by(3).take(3) {
+            *v = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY][i % 3];
+        }
+        let (x, dy) = (b.upload(x.view()), b.upload(dy.view()));
+        let y = b.unary(UnaryOp::Relu, &x);
+        let mask = b.positive_mask(&y);
+        assert_eq!(
+            b.index_len(&mask),
+            (rows * cols).div_ceil(32),
+            "{rows} x {cols}"
+        );
+        let want = bits(&b.unary_grad(UnaryOp::Relu, &x, &y, &dy));
+        assert_eq!(
+            bits(&b.masked_grad_owned(dy.clone(), &mask)),
+            want,
+            "{rows} x {cols}"
+        );
+        // The gradient tensor is not changed through another handle.
+        let before = bits(&dy);
+        let _ = b.masked_grad_owned(dy.clone(), &mask);
+        assert_eq!(bits(&dy), before, "{rows} x {cols}: a shared gradient");
+    }
+    let x = up(b, &rand_array(9, 4, 190, -2.0, 2.0));
+    let y = b.unary(UnaryOp::Relu, &x);
+    let dy_t = b.upload(
+        r32(&rand_array(4, 9, 191, -1.0, 1.0))
+            .mapv(|v| v as f32)
+            .t(),
+    );
+    let want = bits(&b.unary_grad(UnaryOp::Relu, &x, &y, &dy_t));
+    assert_eq!(bits(&b.masked_grad_owned(dy_t, &b.positive_mask(&y))), want);
 }
 
 fn rules() -> Vec<UpdateRule> {

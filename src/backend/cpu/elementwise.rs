@@ -216,3 +216,38 @@ pub(crate) fn unary_grad_owned<F: Float>(
     }
     unary_grad(op, x, y, &dy)
 }
+
+/// Bit `i % 32` of word `i / 32` set where the `i`-th element (row-major)
+/// of `y` is positive.
+pub(crate) fn positive_mask<F: Float>(y: &Array2<F>) -> Vec<u32> {
+    let y = y.as_standard_layout();
+    let ys = y.as_slice().expect("standard layout");
+    let zero = F::zero();
+    ys.chunks(32)
+        .map(|chunk| {
+            chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |w, (j, &v)| w | (u32::from(v > zero) << j))
+        })
+        .collect()
+}
+
+/// `dy` times the 0/1 mask of [`positive_mask`], written over `dy`.
+///
+/// # Panics
+/// If the mask does not have `ceil(len / 32)` words (the tape passes the
+/// mask of its own output, of the gradient's shape).
+pub(crate) fn masked_grad_owned<F: Float>(dy: Array2<F>, mask: &[u32]) -> Array2<F> {
+    let mut dy = std_layout(dy);
+    let gs = dy.as_slice_mut().expect("standard layout");
+    assert_eq!(mask.len(), gs.len().div_ceil(32), "mask of another shape");
+    let (zero, one) = (F::zero(), F::one());
+    for (chunk, &w) in gs.chunks_mut(32).zip(mask) {
+        for (j, g) in chunk.iter_mut().enumerate() {
+            // A product, as `unary_grad` computes it: NaN * 0 stays NaN.
+            *g *= if (w >> j) & 1 == 1 { one } else { zero };
+        }
+    }
+    dy
+}

@@ -269,6 +269,14 @@ impl<F: Float> Backend for Cpu<F> {
         elementwise::unary_grad_owned(op, x, y, dy)
     }
 
+    fn positive_mask(&self, y: &Array2<F>) -> Arc<Vec<u32>> {
+        Arc::new(elementwise::positive_mask(y))
+    }
+
+    fn masked_grad_owned(&self, dy: Array2<F>, mask: &Arc<Vec<u32>>) -> Array2<F> {
+        elementwise::masked_grad_owned(dy, mask)
+    }
+
     fn sum_axis(&self, x: &Array2<F>, axis: Axis) -> Array2<F> {
         let ax = nd_axis(axis);
         std_layout(x.sum_axis(ax).insert_axis(ax))

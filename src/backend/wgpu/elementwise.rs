@@ -1,7 +1,9 @@
 //! Element-wise kernels (`shaders/elementwise.wgsl`) and fused optimiser
 //! updates (`shaders/optim.wgsl`).
 
-use super::{Kernel, Wgpu, WgpuTensor, f, u};
+use std::sync::Arc;
+
+use super::{Kernel, Wgpu, WgpuIndex, WgpuTensor, f, u};
 use crate::backend::{BinaryOp, UnaryOp, UpdateRule, broadcast_dim};
 use crate::optim::kernels::AdaBeliefMode;
 
@@ -114,6 +116,28 @@ pub(super) fn unary_grad(
         n as u64,
     );
     out
+}
+
+pub(super) fn positive_mask(b: &Wgpu, y: &WgpuTensor) -> WgpuIndex {
+    let n = y.len();
+    let words = n.div_ceil(32);
+    let bits = Arc::new(b.ctx.alloc(4 * words as u64));
+    b.ctx.dispatch(
+        &k("positive_mask"),
+        &[u(n), u(words)],
+        &[&bits, &y.buf],
+        words as u64,
+    );
+    b.device_index(bits, words)
+}
+
+pub(super) fn masked_grad_owned(b: &Wgpu, mut dy: WgpuTensor, mask: &WgpuIndex) -> WgpuTensor {
+    let n = dy.len();
+    assert_eq!(mask.len, n.div_ceil(32), "mask of another shape");
+    b.make_unique(&mut dy);
+    b.ctx
+        .dispatch(&k("masked_grad"), &[u(n)], &[&dy.buf, &mask.buf], n as u64);
+    dy
 }
 
 pub(super) fn dropout_mask(b: &Wgpu, rows: usize, cols: usize, p: f64, seed: u64) -> WgpuTensor {

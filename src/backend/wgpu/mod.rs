@@ -347,6 +347,14 @@ impl Backend for Wgpu {
         elementwise::unary_grad(self, op, x, y, dy)
     }
 
+    fn positive_mask(&self, y: &WgpuTensor) -> WgpuIndex {
+        elementwise::positive_mask(self, y)
+    }
+
+    fn masked_grad_owned(&self, dy: WgpuTensor, mask: &WgpuIndex) -> WgpuTensor {
+        elementwise::masked_grad_owned(self, dy, mask)
+    }
+
     fn sum_axis(&self, x: &WgpuTensor, axis: Axis) -> WgpuTensor {
         reduce::sum_axis(self, x, axis)
     }

@@ -127,6 +127,45 @@ fn unary_grad(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
     out[i] = c[i] * derivative(pu(1u), a[i], b[i], pf(2u));
 }
 
+// The packed masks of ReLU's backward (bit i % 32 of word i / 32), bound in
+// place of `out` and `a` by the two kernels below only.
+@group(0) @binding(1) var<storage, read_write> out_bits: array<u32>;
+@group(0) @binding(2) var<storage, read> mask_bits: array<u32>;
+
+// Whether `x` is positive, read off its bits (see `is_nan_bits`): the
+// positive floats are 0x00000001 ..= 0x7f800000 (+inf), NaN lies above.
+fn is_positive_bits(x: f32) -> bool {
+    let v = bitcast<u32>(x);
+    return v > 0u && v <= 0x7f800000u;
+}
+
+// positive_mask: out_bits[w] = where a[32w + j] > 0. P = [n, words]
+@compute @workgroup_size(256)
+fn positive_mask(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let w = linear_id(gid, nwg);
+    if (w >= pu(1u)) { return; }
+    let n = pu(0u);
+    let start = w * 32u;
+    var word = 0u;
+    for (var j = 0u; j < 32u; j = j + 1u) {
+        let i = start + j;
+        if (i < n && is_positive_bits(a[i])) {
+            word = word | (1u << j);
+        }
+    }
+    out_bits[w] = word;
+}
+
+// masked_grad: out[i] *= bit i of mask_bits (a product: NaN * 0 stays NaN).
+// P = [n]
+@compute @workgroup_size(256)
+fn masked_grad(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = linear_id(gid, nwg);
+    if (i >= pu(0u)) { return; }
+    let bit = (mask_bits[i >> 5u] >> (i & 31u)) & 1u;
+    out[i] = out[i] * f32(bit);
+}
+
 // dropout_mask: P = [n, seed_lo, seed_hi, p, scale]
 @compute @workgroup_size(256)
 fn dropout_mask(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
