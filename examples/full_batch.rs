@@ -178,21 +178,33 @@ fn generated(args: &Args) -> Result<Data> {
     })
 }
 
-fn read_u32s(path: &Path) -> Result<Vec<u32>> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    if bytes.len() % 4 != 0 {
+/// The little-endian 4-byte words of a file, each mapped by `f`, read a
+/// megabyte at a time into the result (no whole-file byte copy beside it).
+fn read_words<T>(path: &Path, f: impl Fn(u32) -> T) -> Result<Vec<T>> {
+    use std::io::Read;
+    let io = |e| Error::io(path, e);
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len() as usize;
+    if len % 4 != 0 {
         return Err(Error::format(
             path.display().to_string(),
-            format!(
-                "{} bytes is not a whole number of 4-byte values",
-                bytes.len()
-            ),
+            format!("{len} bytes is not a whole number of 4-byte values"),
         ));
     }
-    Ok(bytes
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect())
+    let mut out = Vec::with_capacity(len / 4);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = len;
+    while left > 0 {
+        let chunk = &mut buf[..left.min(1 << 20)];
+        file.read_exact(chunk).map_err(io)?;
+        out.extend(
+            chunk
+                .chunks_exact(4)
+                .map(|c| f(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))),
+        );
+        left -= chunk.len();
+    }
+    Ok(out)
 }
 
 /// The files of `random_graph.py`: `meta.json` (`n`, `e`, `f`, `c`),
@@ -208,7 +220,7 @@ fn read_dir(dir: &Path) -> Result<Data> {
         })
     };
     let (n, e, f, c) = (field("n")?, field("e")?, field("f")?, field("c")?);
-    let edges = read_u32s(&dir.join("edges.u32"))?;
+    let edges = read_words(&dir.join("edges.u32"), |w| w)?;
     if edges.len() != 2 * e {
         return Err(Error::format(
             dir.join("edges.u32").display().to_string(),
@@ -222,18 +234,14 @@ fn read_dir(dir: &Path) -> Result<Data> {
     drop(edges);
     let graph = Graph::from_edges(n, &pairs)?;
     drop(pairs);
-    let xs = read_u32s(&dir.join("x.f32"))?;
-    let x = ndarray::Array2::from_shape_vec((n, f), xs.into_iter().map(f32::from_bits).collect())
-        .map_err(|_| {
+    let xs = read_words(&dir.join("x.f32"), f32::from_bits)?;
+    let x = ndarray::Array2::from_shape_vec((n, f), xs).map_err(|_| {
         Error::format(
             dir.join("x.f32").display().to_string(),
             format!("not {n} x {f} values"),
         )
     })?;
-    let labels: Vec<usize> = read_u32s(&dir.join("y.u32"))?
-        .into_iter()
-        .map(|y| y as usize)
-        .collect();
+    let labels: Vec<usize> = read_words(&dir.join("y.u32"), |y| y as usize)?;
     Ok(Data {
         graph,
         x,
