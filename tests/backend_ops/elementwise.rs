@@ -222,7 +222,8 @@ fn owned_gradient_kernels_are_the_borrowing_ones<B: Backend<Elem = f32>>(b: &B) 
 /// `masked_grad_owned`) gives `unary_grad`'s values to the bit: shapes
 /// whose length is and is not a multiple of 32, NaN, signed zeros,
 /// infinities and subnormals among the inputs, NaN and infinities in the
-/// gradient where the mask is 0, and a gradient from a transposed view.
+/// gradient where the mask is 0, a tensor split over several CPU tasks,
+/// and a gradient from a transposed view.
 fn relu_mask_gradient_is_unary_grad<B: Backend<Elem = f32>>(b: &B) {
     let bits = |t: &B::Tensor| {
         b.download(t)
@@ -242,9 +243,19 @@ fn relu_mask_gradient_is_unary_grad<B: Backend<Elem = f32>>(b: &B) {
         1.0,
         -1.0,
     ];
-    for (case, (rows, cols)) in [(1, 1), (1, 32), (3, 33), (31, 11), (64, 64), (1, 10)]
-        .into_iter()
-        .enumerate()
+    // 701 x 401: over the CPU kernels' task size (2^17 entries), three
+    // tasks, the last one partial and not a whole number of words.
+    for (case, (rows, cols)) in [
+        (1, 1),
+        (1, 32),
+        (3, 33),
+        (31, 11),
+        (64, 64),
+        (1, 10),
+        (701, 401),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let seed = 100 + case as u64;
         let mut x = rand_array(rows, cols, seed, -2.0, 2.0).mapv(|v| v as f32);

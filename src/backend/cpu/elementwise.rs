@@ -217,23 +217,32 @@ pub(crate) fn unary_grad_owned<F: Float>(
     unary_grad(op, x, y, &dy)
 }
 
+/// Mask words per parallel task: 2^17 entries.
+const MASK_WORDS_PER_TASK: usize = 1 << 12;
+
 /// Bit `i % 32` of word `i / 32` set where the `i`-th element (row-major)
-/// of `y` is positive.
+/// of `y` is positive. Large tensors are split over the pool.
 pub(crate) fn positive_mask<F: Float>(y: &Array2<F>) -> Vec<u32> {
     let y = y.as_standard_layout();
     let ys = y.as_slice().expect("standard layout");
     let zero = F::zero();
-    ys.chunks(32)
-        .map(|chunk| {
-            chunk
+    let mut words = vec![0u32; ys.len().div_ceil(32)];
+    let per_task = MASK_WORDS_PER_TASK;
+    super::parallel::for_each_chunk(&mut words, per_task, |t, ws| {
+        let start = t * per_task * 32;
+        let end = (start + ws.len() * 32).min(ys.len());
+        for (w, chunk) in ws.iter_mut().zip(ys[start..end].chunks(32)) {
+            *w = chunk
                 .iter()
                 .enumerate()
-                .fold(0u32, |w, (j, &v)| w | (u32::from(v > zero) << j))
-        })
-        .collect()
+                .fold(0u32, |w, (j, &v)| w | (u32::from(v > zero) << j));
+        }
+    });
+    words
 }
 
-/// `dy` times the 0/1 mask of [`positive_mask`], written over `dy`.
+/// `dy` times the 0/1 mask of [`positive_mask`], written over `dy`. Large
+/// tensors are split over the pool.
 ///
 /// # Panics
 /// If the mask does not have `ceil(len / 32)` words (the tape passes the
@@ -243,11 +252,15 @@ pub(crate) fn masked_grad_owned<F: Float>(dy: Array2<F>, mask: &[u32]) -> Array2
     let gs = dy.as_slice_mut().expect("standard layout");
     assert_eq!(mask.len(), gs.len().div_ceil(32), "mask of another shape");
     let (zero, one) = (F::zero(), F::one());
-    for (chunk, &w) in gs.chunks_mut(32).zip(mask) {
-        for (j, g) in chunk.iter_mut().enumerate() {
-            // A product, as `unary_grad` computes it: NaN * 0 stays NaN.
-            *g *= if (w >> j) & 1 == 1 { one } else { zero };
+    let per_task = MASK_WORDS_PER_TASK;
+    super::parallel::for_each_chunk(gs, per_task * 32, |t, part| {
+        let words = &mask[t * per_task..];
+        for (chunk, &w) in part.chunks_mut(32).zip(words) {
+            for (j, g) in chunk.iter_mut().enumerate() {
+                // A product, as `unary_grad` computes it: NaN * 0 stays NaN.
+                *g *= if (w >> j) & 1 == 1 { one } else { zero };
+            }
         }
-    }
+    });
     dy
 }
