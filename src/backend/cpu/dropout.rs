@@ -12,12 +12,12 @@
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 use rayon::prelude::*;
 
-use super::{MATMUL_PAR_WORK, dense_matmul, parallel};
+use super::{MATMUL_PAR_WORK, dense_matmul, gemm, parallel};
 use crate::backend::rng;
 use crate::float::Float;
 
 /// Entries of `x` in one block of the forward product (rows rounded to a
-/// multiple of 8, the product's register block): small enough to stay in
+/// multiple of 24, of both kernels' register blocks): small enough to stay in
 /// the core's cache between the mask and the product.
 const BLOCK_ENTRIES: usize = 1 << 15;
 
@@ -54,7 +54,8 @@ fn masked_rows<F: Float>(
 }
 
 /// `dropout(x, p, seed) · w`, each output row as the unfused product makes
-/// it.
+/// it (with the unpacked kernel of `gemm.rs` where it takes `w`, the
+/// output not zeroed first; else with `matrixmultiply`).
 pub(crate) fn dropout_matmul<F: Float>(
     x: ArrayView2<'_, F>,
     p: f64,
@@ -65,24 +66,55 @@ pub(crate) fn dropout_matmul<F: Float>(
     let m = w.ncols();
     let x = x.as_standard_layout();
     let src = x.as_slice().expect("standard layout");
-    let mut out = Array2::zeros((n, m));
     if n == 0 || m == 0 {
-        return out;
+        return Array2::zeros((n, m));
     }
     let rows = (BLOCK_ENTRIES / d.max(1))
-        .next_multiple_of(8)
+        .next_multiple_of(24)
         .clamp(8, n.next_multiple_of(8));
-    let block = |i: usize, chunk: &mut [F], buf: &mut Vec<F>| {
+    let parallel = n * d * m >= MATMUL_PAR_WORK && rayon::current_num_threads() > 1;
+    let w_rows = w.as_standard_layout();
+    let w = w_rows.view();
+    if gemm::takes(&w) {
+        let mut out = Vec::with_capacity(n * m);
+        let data = &mut out.spare_capacity_mut()[..n * m];
+        masked_blocks(data, src, (d, m, rows), (p, seed), parallel, |a, o| {
+            gemm::gemm_into(a, w, o)
+        });
+        // SAFETY: every block's `gemm_into` wrote all its entries.
+        unsafe { out.set_len(n * m) };
+        return Array2::from_shape_vec((n, m), out).expect("n x m entries");
+    }
+    let mut out = Array2::zeros((n, m));
+    let data = out.as_slice_mut().expect("fresh array is standard layout");
+    masked_blocks(data, src, (d, m, rows), (p, seed), parallel, |a, o| {
+        let len = a.nrows();
+        let mut o = ArrayViewMut2::from_shape((len, m), o).expect("output block");
+        ndarray::linalg::general_mat_mul(F::one(), &a, &w, F::zero(), &mut o);
+    });
+    out
+}
+
+/// Runs `product(block of dropout(x), its output rows)` over blocks of
+/// `rows` rows of `x` (`d` columns; the output has `m`), on the pool when
+/// `parallel`.
+fn masked_blocks<F: Float, T: Send>(
+    data: &mut [T],
+    src: &[F],
+    (d, m, rows): (usize, usize, usize),
+    (p, seed): (f64, u64),
+    parallel: bool,
+    product: impl Fn(ArrayView2<'_, F>, &mut [T]) + Sync,
+) {
+    let block = |i: usize, chunk: &mut [T], buf: &mut Vec<F>| {
         let r0 = i * rows;
         let len = chunk.len() / m;
         buf.resize(len * d, F::zero());
         masked_rows(buf, src, d, r0, len, p, seed);
         let a = ArrayView2::from_shape((len, d), &buf[..len * d]).expect("block shape");
-        let mut o = ArrayViewMut2::from_shape((len, m), chunk).expect("output block");
-        ndarray::linalg::general_mat_mul(F::one(), &a, &w, F::zero(), &mut o);
+        product(a, chunk);
     };
-    let data = out.as_slice_mut().expect("fresh array is standard layout");
-    if n * d * m >= MATMUL_PAR_WORK && rayon::current_num_threads() > 1 {
+    if parallel {
         parallel::for_each_chunk(data, rows * m, |i, chunk| {
             let mut buf = Vec::new();
             block(i, chunk, &mut buf);
@@ -93,7 +125,6 @@ pub(crate) fn dropout_matmul<F: Float>(
             block(i, chunk, &mut buf);
         }
     }
-    out
 }
 
 /// `dropout(x, p, seed)ᵀ · g`: one product per [`PART_ROWS`] rows, summed in

@@ -3,6 +3,7 @@
 
 mod dropout;
 mod elementwise;
+mod gemm;
 mod parallel;
 mod reduce;
 mod segment;
@@ -51,23 +52,51 @@ const MATMUL_PAR_WORK: usize = 1 << 20;
 /// Smallest chunk of an optimiser update handed to another core (entries).
 const OPTIM_CHUNK: usize = 1 << 16;
 
-/// `a · b` with `matrixmultiply`'s single-threaded kernel on blocks of
-/// output rows, spread over rayon's threads (the caller joins in, see
-/// `parallel.rs`). `matrixmultiply`'s own threading is not used: its
-/// separate pool competed with rayon's for the cores, and products the
-/// size of a GNN layer's ran no faster on it.
+/// `a · b` on blocks of output rows spread over rayon's threads (the
+/// caller joins in, see `parallel.rs`): with the unpacked kernel of
+/// `gemm.rs` where it takes the operands (a layer's `n x 64` by `64 x 64`,
+/// the same bits), else with `matrixmultiply`'s single-threaded kernel.
+/// `matrixmultiply`'s own threading is not used: its separate pool
+/// competed with rayon's for the cores, and products the size of a GNN
+/// layer's ran no faster on it.
 fn dense_matmul<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>) -> Array2<F> {
     let (m, k) = a.dim();
     let n = b.ncols();
-    let mut out = Array2::zeros((m, n));
+    // A transposed small `b` (a weight in a backward pass) copied row-major
+    // lets the unpacked kernel take the product; the values are the same.
+    let b_rows;
+    let b = if !b.is_standard_layout() && k <= gemm::MAX_DEPTH && k * n <= 1 << 14 {
+        b_rows = b.as_standard_layout().into_owned();
+        b_rows.view()
+    } else {
+        b
+    };
     let threads = rayon::current_num_threads();
-    if m * n * k < MATMUL_PAR_WORK || threads < 2 || m < 2 || n == 0 {
+    let parallel = m * n * k >= MATMUL_PAR_WORK && threads >= 2 && m >= 2 && n > 0;
+    // Two blocks per thread for balance, rows rounded up to a multiple of
+    // 24 (of both kernels' register blocks, 6 and 8 rows).
+    let rows = m.div_ceil(2 * threads).next_multiple_of(24).min(m).max(1);
+    if gemm::applies(&a, &b) {
+        let mut out = Vec::with_capacity(m * n);
+        let data = &mut out.spare_capacity_mut()[..m * n];
+        if parallel {
+            parallel::for_each_chunk(data, rows * n, |i, chunk| {
+                let lo = i * rows;
+                let hi = lo + chunk.len() / n;
+                gemm::gemm_into(a.slice(s![lo..hi, ..]), b, chunk);
+            });
+        } else {
+            gemm::gemm_into(a, b, data);
+        }
+        // SAFETY: `gemm_into` wrote all `m * n` entries.
+        unsafe { out.set_len(m * n) };
+        return Array2::from_shape_vec((m, n), out).expect("m x n entries");
+    }
+    let mut out = Array2::zeros((m, n));
+    if !parallel {
         ndarray::linalg::general_mat_mul(F::one(), &a, &b, F::zero(), &mut out);
         return out;
     }
-    // Two blocks per thread for balance, rows rounded up to a multiple of 8
-    // (the kernel's register block).
-    let rows = m.div_ceil(2 * threads).next_multiple_of(8).min(m);
     let data = out.as_slice_mut().expect("fresh array is standard layout");
     parallel::for_each_chunk(data, rows * n, |i, chunk| {
         let lo = i * rows;
