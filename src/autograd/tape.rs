@@ -1,6 +1,5 @@
 //! The tape: recorded nodes, the closed op enum, and the backward pass.
 
-use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
@@ -198,15 +197,8 @@ enum Kept<B: Backend> {
 }
 
 impl<B: Backend> Kept<B> {
-    fn get(&self, b: &B) -> Cow<'_, B::Tensor> {
-        match self {
-            Kept::Value(v) => Cow::Borrowed(&**v),
-            Kept::Dropout { x, p, seed } => Cow::Owned(b.dropout(x, *p, *seed)),
-        }
-    }
-
-    /// As [`Kept::get`], holding a shared value by its own handle, so that
-    /// the tape's handle can be released while the value is read.
+    /// The value, holding a shared one by its own handle, so that the
+    /// tape's handle can be released while the value is read.
     fn hold(&self, b: &B) -> Held<B> {
         match self {
             Kept::Value(v) => Held::Shared(v.clone()),
@@ -573,25 +565,21 @@ impl<B: Backend> Tape<B> {
             // op's backward reads them, nor their own): released as soon as
             // the part that reads them is done, at the latest after this op.
             let saved = node.op.saved(|k| nodes[k].requires_grad);
-            let reads: Cow<'_, [usize]> = match &node.op {
-                Op::Custom { inputs, .. } if saved.all_inputs => Cow::Borrowed(inputs),
-                _ => Cow::Owned(saved.inputs.iter().flatten().copied().collect()),
+            let all: &[usize] = match &node.op {
+                Op::Custom { inputs, .. } if saved.all_inputs => inputs,
+                _ => &[],
             };
-            let mut last = [usize::MAX; 2];
-            let mut last_many = Vec::new();
-            for &k in reads.iter() {
+            let mut last = Vec::new();
+            for &k in saved.inputs.iter().flatten().chain(all) {
                 let n = &nodes[k];
                 let left = n.readers.get().saturating_sub(1);
                 n.readers.set(left);
                 if left == 0 && !n.reads_own && n.param.is_none() {
-                    match last.iter_mut().find(|s| **s == usize::MAX) {
-                        Some(slot) => *slot = k,
-                        None => last_many.push(k),
-                    }
+                    last.push(k);
                 }
             }
             let release = |k: usize| {
-                if last.contains(&k) || last_many.contains(&k) {
+                if last.contains(&k) {
                     let freed = nodes[k].kept.borrow_mut().take();
                     drop(freed);
                 }
@@ -604,9 +592,8 @@ impl<B: Backend> Tape<B> {
                     .map(|v| v.hold(b))
                     .ok_or_else(released)
             };
-            let own = || -> Result<Cow<'_, B::Tensor>> {
-                own.as_ref().map(|v| v.get(b)).ok_or_else(released)
-            };
+            let own =
+                || -> Result<Held<B>> { own.as_ref().map(|v| v.hold(b)).ok_or_else(released) };
             let shape = |k: usize| nodes[k].shape;
             let acc = |k: usize, t: B::Tensor, grads: &mut Vec<Option<B::Tensor>>| {
                 if nodes[k].requires_grad {
@@ -887,7 +874,7 @@ impl<B: Backend> Tape<B> {
                     }
                 }
             }
-            for &k in last.iter().filter(|&&k| k != usize::MAX).chain(&last_many) {
+            for &k in &last {
                 release(k);
             }
         }

@@ -167,17 +167,17 @@ fn dropout_mask_is_the_shared_counter_hash<B: Backend<Elem = f32>>(b: &B) {
     }
 }
 
+/// The bits of every entry of `t`, row-major.
+fn bits_of<B: Backend<Elem = f32>>(b: &B, t: &B::Tensor) -> Vec<u32> {
+    b.download(t).iter().map(|v| v.to_bits()).collect()
+}
+
 /// `unary_grad_owned` and `dropout_owned` (which may write over the tensor
 /// they take) give the values of `unary_grad` and `dropout` to the bit:
 /// every activation, tensors under and over the CPU kernel's parallel
 /// threshold (2^18 entries), and a gradient uploaded from a transposed view.
 fn owned_gradient_kernels_are_the_borrowing_ones<B: Backend<Elem = f32>>(b: &B) {
-    let bits = |t: &B::Tensor| {
-        b.download(t)
-            .iter()
-            .map(|v| v.to_bits())
-            .collect::<Vec<_>>()
-    };
+    let bits = |t: &B::Tensor| bits_of(b, t);
     for (i, op) in unary_ops().into_iter().enumerate() {
         let x = up(b, &input_for(op, 70 + i as u64));
         let y = b.unary(op, &x);
@@ -225,12 +225,7 @@ fn owned_gradient_kernels_are_the_borrowing_ones<B: Backend<Elem = f32>>(b: &B) 
 /// gradient where the mask is 0, a tensor split over several CPU tasks,
 /// and a gradient from a transposed view.
 fn relu_mask_gradient_is_unary_grad<B: Backend<Elem = f32>>(b: &B) {
-    let bits = |t: &B::Tensor| {
-        b.download(t)
-            .iter()
-            .map(|v| v.to_bits())
-            .collect::<Vec<_>>()
-    };
+    let bits = |t: &B::Tensor| bits_of(b, t);
     let specials = [
         f32::NAN,
         -f32::NAN,

@@ -19,7 +19,7 @@ const ROWS: usize = 6;
 
 /// The deepest `k` taken here: `matrixmultiply`'s depth block, within
 /// which it, too, sums over `k` in one chain.
-pub(super) const MAX_DEPTH: usize = 256;
+const MAX_DEPTH: usize = 256;
 
 /// The largest `b` (entries) taken here: 64 KiB of `f32`, kept in L1/L2
 /// while every row block of `a` passes over it.
@@ -36,7 +36,13 @@ pub(super) fn applies<F: Float>(a: &ArrayView2<'_, F>, b: &ArrayView2<'_, F>) ->
 /// any row-major `a` of `b.nrows()` columns.
 pub(super) fn takes<F: Float>(b: &ArrayView2<'_, F>) -> bool {
     let (k, n) = b.dim();
-    b.is_standard_layout() && k <= MAX_DEPTH && k * n <= MAX_B && super::sparse::has_avx2_fma()
+    b.is_standard_layout() && takes_dims(k, n)
+}
+
+/// Whether a row-major `k x n` right operand would be taken (so that a
+/// transposed one is worth copying row-major).
+pub(super) fn takes_dims(k: usize, n: usize) -> bool {
+    k <= MAX_DEPTH && k * n <= MAX_B && super::sparse::has_avx2_fma()
 }
 
 /// `out = a · b` for the row-major `m x k` `a` and `k x n` `b`, `out` the

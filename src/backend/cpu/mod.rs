@@ -65,7 +65,7 @@ fn dense_matmul<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>) -> Array2<
     // A transposed small `b` (a weight in a backward pass) copied row-major
     // lets the unpacked kernel take the product; the values are the same.
     let b_rows;
-    let b = if !b.is_standard_layout() && k <= gemm::MAX_DEPTH && k * n <= 1 << 14 {
+    let b = if !b.is_standard_layout() && a.is_standard_layout() && gemm::takes_dims(k, n) {
         b_rows = b.as_standard_layout().into_owned();
         b_rows.view()
     } else {
