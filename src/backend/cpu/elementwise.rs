@@ -1,7 +1,17 @@
 //! Element-wise CPU kernels with broadcasting.
+//!
+//! Every kernel computes each entry on its own, so large tensors are split
+//! over the pool ([`for_each_part`]) and the loops are compiled a second
+//! time with AVX2 ([`simd`]) without changing a single result: Rust never
+//! fuses a multiply and an add on its own, so the wider code performs the
+//! same operations on each entry.
+
+use std::mem::MaybeUninit;
 
 use ndarray::{Array2, Zip};
 
+use super::parallel::{PART_MIN_COSTLY, for_each_part, for_each_part_from};
+use super::sparse::has_avx2_fma;
 use super::std_layout;
 use crate::backend::{BinaryOp, UnaryOp, broadcast_dim};
 use crate::float::Float;
@@ -20,10 +30,122 @@ fn c<F: Float>(v: f64) -> F {
     F::from_f64_lossy(v)
 }
 
+/// Runs `body` compiled with AVX2 and FMA enabled where the CPU has them
+/// (the loops in it are inlined into that copy), else as it is.
+#[inline(always)]
+pub(super) fn simd<R>(body: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        fn wide<R>(body: impl FnOnce() -> R) -> R {
+            body()
+        }
+        if has_avx2_fma() {
+            // SAFETY: the CPU has AVX2 and FMA (checked at run time).
+            return unsafe { wide(body) };
+        }
+    }
+    body()
+}
+
+/// `dst[i] = f(src[i])`. The loops of this module are functions of their
+/// slices (not closures over them) so that, once inlined, the compiler knows
+/// the output does not overlap the inputs and vectorises them.
+#[inline(always)]
+fn map_into<F: Copy, G: Fn(F) -> F>(dst: &mut [MaybeUninit<F>], src: &[F], f: &G) {
+    for (o, &v) in dst.iter_mut().zip(src) {
+        o.write(f(v));
+    }
+}
+
+/// `dst[i] = f(a[i], b[i])`.
+#[inline(always)]
+fn zip_into<F: Copy, G: Fn(F, F) -> F>(dst: &mut [MaybeUninit<F>], a: &[F], b: &[F], f: &G) {
+    for ((o, &x), &y) in dst.iter_mut().zip(a).zip(b) {
+        o.write(f(x, y));
+    }
+}
+
+/// `dst[i] = g[i] * d(x[i], y[i])`.
+#[inline(always)]
+fn grad_into<F: Float, D: Fn(F, F) -> F>(
+    dst: &mut [MaybeUninit<F>],
+    g: &[F],
+    x: &[F],
+    y: &[F],
+    d: &D,
+) {
+    for (o, (&g, (&x, &y))) in dst.iter_mut().zip(g.iter().zip(x.iter().zip(y))) {
+        o.write(g * d(x, y));
+    }
+}
+
+/// `g[i] *= d(x[i], y[i])`.
+#[inline(always)]
+fn grad_in_place<F: Float, D: Fn(F, F) -> F>(g: &mut [F], x: &[F], y: &[F], d: &D) {
+    for (g, (&x, &y)) in g.iter_mut().zip(x.iter().zip(y)) {
+        *g *= d(x, y);
+    }
+}
+
+/// `acc[i] += t[i]`.
+#[inline(always)]
+fn add_into<F: Float>(acc: &mut [F], t: &[F]) {
+    for (a, &b) in acc.iter_mut().zip(t) {
+        *a += b;
+    }
+}
+
+/// Mask words of `ys` (see [`positive_mask`]).
+#[inline(always)]
+fn mask_words<F: Float>(words: &mut [u32], ys: &[F]) {
+    for (w, chunk) in words.iter_mut().zip(ys.chunks(32)) {
+        *w = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |w, (j, &v)| w | (u32::from(v > F::zero()) << j));
+    }
+}
+
+/// `g *= mask` (see [`masked_grad_owned`]).
+#[inline(always)]
+fn apply_mask<F: Float>(g: &mut [F], words: &[u32]) {
+    for (chunk, &w) in g.chunks_mut(32).zip(words) {
+        for (j, g) in chunk.iter_mut().enumerate() {
+            // A product, as `unary_grad` computes it: NaN * 0 stays NaN.
+            *g *= if (w >> j) & 1 == 1 {
+                F::one()
+            } else {
+                F::zero()
+            };
+        }
+    }
+}
+
+/// A new row-major `dim` array whose entries `f(start, part)` writes, part by
+/// part (see [`for_each_part`]; `f` must write every entry of its part).
+fn build<F: Float>(
+    dim: (usize, usize),
+    align: usize,
+    f: impl Fn(usize, &mut [MaybeUninit<F>]) + Sync,
+) -> Array2<F> {
+    let len = dim.0 * dim.1;
+    let mut out = Vec::with_capacity(len);
+    for_each_part(&mut out.spare_capacity_mut()[..len], align, f);
+    // SAFETY: the parts cover all `len` entries and `f` wrote each of them.
+    unsafe { out.set_len(len) };
+    Array2::from_shape_vec(dim, out).expect("dim.0 * dim.1 entries")
+}
+
 /// `f` applied to every element. The op is matched once per call, outside
 /// this loop, so that each op's loop is compiled (and vectorised) on its own.
-fn map<F: Float>(x: &Array2<F>, f: impl Fn(F) -> F) -> Array2<F> {
-    std_layout(x.mapv(f))
+fn map<F: Float>(x: &Array2<F>, f: impl Fn(F) -> F + Sync) -> Array2<F> {
+    let Some(xs) = x.as_slice() else {
+        return std_layout(x.mapv(f));
+    };
+    build(x.dim(), 1, |start, part| {
+        simd(|| map_into(part, &xs[start..], &f))
+    })
 }
 
 /// A slice kernel (`Float::tanh_slice` and the like) over every element.
@@ -31,17 +153,46 @@ fn map_slices<F: Float>(x: &Array2<F>, f: fn(&[F], &mut [F])) -> Array2<F> {
     let x = x.as_standard_layout();
     let src = x.as_slice().expect("standard layout");
     let mut out = vec![F::zero(); src.len()];
-    f(src, &mut out);
+    for_each_part_from(&mut out, 1, PART_MIN_COSTLY, |start, part| {
+        f(&src[start..start + part.len()], part)
+    });
     Array2::from_shape_vec(x.dim(), out).expect("same length")
 }
 
 /// `f(a, b)` element by element, with broadcasting.
-fn zip_map<F: Float>(a: &Array2<F>, b: &Array2<F>, f: impl Fn(F, F) -> F) -> Array2<F> {
-    if a.dim() == b.dim() {
-        if let (Some(xs), Some(ys)) = (a.as_slice(), b.as_slice()) {
-            let out = xs.iter().zip(ys).map(|(&x, &y)| f(x, y)).collect();
-            return Array2::from_shape_vec(a.dim(), out).expect("same length");
+fn zip_map<F: Float>(a: &Array2<F>, b: &Array2<F>, f: impl Fn(F, F) -> F + Sync) -> Array2<F> {
+    let (ad, bd) = (a.dim(), b.dim());
+    if let (Some(xs), Some(ys)) = (a.as_slice(), b.as_slice()) {
+        if ad == bd {
+            return build(ad, 1, |start, part| {
+                simd(|| zip_into(part, &xs[start..], &ys[start..], &f))
+            });
         }
+        // A row broadcast over the rows of the other operand (a bias).
+        let c = ad.1;
+        if c > 0 && bd == (1, c) {
+            return build(ad, c, |start, part| {
+                let xs = &xs[start..];
+                simd(|| {
+                    for (o, x) in part.chunks_exact_mut(c).zip(xs.chunks_exact(c)) {
+                        zip_into(o, x, ys, &f);
+                    }
+                })
+            });
+        }
+        let c = bd.1;
+        if c > 0 && ad == (1, c) {
+            return build(bd, c, |start, part| {
+                let ys = &ys[start..];
+                simd(|| {
+                    for (o, y) in part.chunks_exact_mut(c).zip(ys.chunks_exact(c)) {
+                        zip_into(o, xs, y, &f);
+                    }
+                })
+            });
+        }
+    }
+    if ad == bd {
         return std_layout(Zip::from(a).and(b).map_collect(|&x, &y| f(x, y)));
     }
     let shape = (
@@ -53,12 +204,22 @@ fn zip_map<F: Float>(a: &Array2<F>, b: &Array2<F>, f: impl Fn(F, F) -> F) -> Arr
     std_layout(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
 }
 
+/// `acc += t` entry by entry (same shape).
+pub(crate) fn add_assign<F: Float>(acc: &mut Array2<F>, t: &Array2<F>) {
+    match (acc.as_slice_mut(), t.as_slice()) {
+        (Some(a), Some(b)) => {
+            for_each_part(a, 1, |start, part| simd(|| add_into(part, &b[start..])))
+        }
+        _ => *acc += t,
+    }
+}
+
 pub(crate) fn binary<F: Float>(op: BinaryOp, a: &Array2<F>, b: &Array2<F>) -> Array2<F> {
     match op {
-        BinaryOp::Add => zip_map(a, b, |x, y| x + y),
-        BinaryOp::Sub => zip_map(a, b, |x, y| x - y),
-        BinaryOp::Mul => zip_map(a, b, |x, y| x * y),
-        BinaryOp::Div => zip_map(a, b, |x, y| x / y),
+        BinaryOp::Add => zip_map(a, b, move |x, y| x + y),
+        BinaryOp::Sub => zip_map(a, b, move |x, y| x - y),
+        BinaryOp::Mul => zip_map(a, b, move |x, y| x * y),
+        BinaryOp::Div => zip_map(a, b, move |x, y| x / y),
     }
 }
 
@@ -66,29 +227,29 @@ pub(crate) fn unary<F: Float>(op: UnaryOp, x: &Array2<F>) -> Array2<F> {
     let zero = F::zero();
     match op {
         // Not `v.max(0)`, which turns NaN into 0: NaN propagates, as in PyTorch.
-        UnaryOp::Relu => map(x, |v| if v < zero { zero } else { v }),
+        UnaryOp::Relu => map(x, move |v| if v < zero { zero } else { v }),
         UnaryOp::LeakyRelu(s) => {
             let s = c::<F>(s);
-            map(x, |v| if v > zero { v } else { v * s })
+            map(x, move |v| if v > zero { v } else { v * s })
         }
         UnaryOp::Elu(a) => {
             let a = c::<F>(a);
-            map(x, |v| if v > zero { v } else { a * v.exp_m1() })
+            map(x, move |v| if v > zero { v } else { a * v.exp_m1() })
         }
         UnaryOp::Sigmoid => map_slices(x, F::sigmoid_slice),
         UnaryOp::Tanh => map_slices(x, F::tanh_slice),
         UnaryOp::Gelu => {
             let half = c::<F>(0.5);
             let inv_sqrt2 = c::<F>(std::f64::consts::FRAC_1_SQRT_2);
-            map(x, |v| v * half * (F::one() + (v * inv_sqrt2).erf()))
+            map(x, move |v| v * half * (F::one() + (v * inv_sqrt2).erf()))
         }
-        UnaryOp::Exp => map(x, |v| v.exp()),
-        UnaryOp::Log => map(x, |v| v.ln()),
-        UnaryOp::Neg => map(x, |v| -v),
-        UnaryOp::Square => map(x, |v| v * v),
+        UnaryOp::Exp => map(x, move |v| v.exp()),
+        UnaryOp::Log => map(x, move |v| v.ln()),
+        UnaryOp::Neg => map(x, move |v| -v),
+        UnaryOp::Square => map(x, move |v| v * v),
         UnaryOp::Affine(a, b) => {
             let (a, b) = (c::<F>(a), c::<F>(b));
-            map(x, |v| a * v + b)
+            map(x, move |v| a * v + b)
         }
     }
 }
@@ -99,17 +260,14 @@ fn grad_map<F: Float>(
     x: &Array2<F>,
     y: &Array2<F>,
     dy: &Array2<F>,
-    d: impl Fn(F, F) -> F,
+    d: impl Fn(F, F) -> F + Sync,
 ) -> Array2<F> {
     // Plain slices when all three are row-major: ndarray's four-way `Zip`
     // is not vectorised, and this is a large part of every backward pass.
     if let (Some(gs), Some(xs), Some(ys)) = (dy.as_slice(), x.as_slice(), y.as_slice()) {
-        let out = gs
-            .iter()
-            .zip(xs.iter().zip(ys))
-            .map(|(&g, (&x, &y))| g * d(x, y))
-            .collect();
-        return Array2::from_shape_vec(dy.dim(), out).expect("same length");
+        return build(dy.dim(), 1, |start, part| {
+            simd(|| grad_into(part, &gs[start..], &xs[start..], &ys[start..], &d))
+        });
     }
     std_layout(
         Zip::from(dy)
@@ -126,32 +284,32 @@ macro_rules! with_derivative {
         let (zero, one) = (<$f>::zero(), <$f>::one());
         match $op {
             UnaryOp::Relu => {
-                let $d = |x: $f, _: $f| if x > zero { one } else { zero };
+                let $d = move |x: $f, _: $f| if x > zero { one } else { zero };
                 $body
             }
             UnaryOp::LeakyRelu(s) => {
                 let s = c::<$f>(s);
-                let $d = |x: $f, _: $f| if x > zero { one } else { s };
+                let $d = move |x: $f, _: $f| if x > zero { one } else { s };
                 $body
             }
             UnaryOp::Elu(a) => {
                 let a = c::<$f>(a);
-                let $d = |x: $f, y: $f| if x > zero { one } else { y + a };
+                let $d = move |x: $f, y: $f| if x > zero { one } else { y + a };
                 $body
             }
             UnaryOp::Sigmoid => {
-                let $d = |_: $f, y: $f| y * (one - y);
+                let $d = move |_: $f, y: $f| y * (one - y);
                 $body
             }
             UnaryOp::Tanh => {
-                let $d = |_: $f, y: $f| one - y * y;
+                let $d = move |_: $f, y: $f| one - y * y;
                 $body
             }
             UnaryOp::Gelu => {
                 let half = c::<$f>(0.5);
                 let inv_sqrt2 = c::<$f>(std::f64::consts::FRAC_1_SQRT_2);
                 let inv_sqrt2pi = c::<$f>(1.0 / (2.0 * std::f64::consts::PI).sqrt());
-                let $d = |x: $f, _: $f| {
+                let $d = move |x: $f, _: $f| {
                     let cdf = half * (one + (x * inv_sqrt2).erf());
                     let pdf = (-half * x * x).exp() * inv_sqrt2pi;
                     cdf + x * pdf
@@ -159,25 +317,25 @@ macro_rules! with_derivative {
                 $body
             }
             UnaryOp::Exp => {
-                let $d = |_: $f, y: $f| y;
+                let $d = move |_: $f, y: $f| y;
                 $body
             }
             UnaryOp::Log => {
-                let $d = |x: $f, _: $f| one / x;
+                let $d = move |x: $f, _: $f| one / x;
                 $body
             }
             UnaryOp::Neg => {
-                let $d = |_: $f, _: $f| -one;
+                let $d = move |_: $f, _: $f| -one;
                 $body
             }
             UnaryOp::Square => {
                 let two = c::<$f>(2.0);
-                let $d = |x: $f, _: $f| two * x;
+                let $d = move |x: $f, _: $f| two * x;
                 $body
             }
             UnaryOp::Affine(a, _) => {
                 let a = c::<$f>(a);
-                let $d = |_: $f, _: $f| a;
+                let $d = move |_: $f, _: $f| a;
                 $body
             }
         }
@@ -208,37 +366,47 @@ pub(crate) fn unary_grad_owned<F: Float>(
         && let Some(gs) = dy.as_slice_mut()
     {
         with_derivative!(op, F, |d| {
-            for (g, (&x, &y)) in gs.iter_mut().zip(xs.iter().zip(ys)) {
-                *g *= d(x, y);
-            }
+            for_each_part(gs, 1, |start, part| {
+                simd(|| grad_in_place(part, &xs[start..], &ys[start..], &d))
+            })
         });
         return dy;
     }
     unary_grad(op, x, y, &dy)
 }
 
-/// Mask words per parallel task: 2^17 entries.
-const MASK_WORDS_PER_TASK: usize = 1 << 12;
-
 /// Bit `i % 32` of word `i / 32` set where the `i`-th element (row-major)
 /// of `y` is positive. Large tensors are split over the pool.
 pub(crate) fn positive_mask<F: Float>(y: &Array2<F>) -> Vec<u32> {
     let y = y.as_standard_layout();
     let ys = y.as_slice().expect("standard layout");
-    let zero = F::zero();
     let mut words = vec![0u32; ys.len().div_ceil(32)];
-    let per_task = MASK_WORDS_PER_TASK;
-    super::parallel::for_each_chunk(&mut words, per_task, |t, ws| {
-        let start = t * per_task * 32;
+    // Parts of whole words, split as the entries they cover would be.
+    for_each_part_scaled(&mut words, 32, |w0, ws| {
+        let start = w0 * 32;
         let end = (start + ws.len() * 32).min(ys.len());
-        for (w, chunk) in ws.iter_mut().zip(ys[start..end].chunks(32)) {
-            *w = chunk
-                .iter()
-                .enumerate()
-                .fold(0u32, |w, (j, &v)| w | (u32::from(v > zero) << j));
-        }
+        simd(|| mask_words(ws, &ys[start..end]))
     });
     words
+}
+
+/// [`for_each_part`] over `data` whose every item stands for `per_item`
+/// entries (mask words): split as the entries would be.
+fn for_each_part_scaled<T: Send>(
+    data: &mut [T],
+    per_item: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let per_item = per_item.max(1);
+    if data.len() * per_item < super::parallel::PART_MIN {
+        if !data.is_empty() {
+            f(0, data);
+        }
+        return;
+    }
+    let threads = rayon::current_num_threads().max(1);
+    let part = data.len().div_ceil(4 * threads).max(1);
+    super::parallel::for_each_chunk(data, part, |i, c| f(i * part, c));
 }
 
 /// `dy` times the 0/1 mask of [`positive_mask`], written over `dy`. Large
@@ -251,16 +419,8 @@ pub(crate) fn masked_grad_owned<F: Float>(dy: Array2<F>, mask: &[u32]) -> Array2
     let mut dy = std_layout(dy);
     let gs = dy.as_slice_mut().expect("standard layout");
     assert_eq!(mask.len(), gs.len().div_ceil(32), "mask of another shape");
-    let (zero, one) = (F::zero(), F::one());
-    let per_task = MASK_WORDS_PER_TASK;
-    super::parallel::for_each_chunk(gs, per_task * 32, |t, part| {
-        let words = &mask[t * per_task..];
-        for (chunk, &w) in part.chunks_mut(32).zip(words) {
-            for (j, g) in chunk.iter_mut().enumerate() {
-                // A product, as `unary_grad` computes it: NaN * 0 stays NaN.
-                *g *= if (w >> j) & 1 == 1 { one } else { zero };
-            }
-        }
+    for_each_part(gs, 32, |start, part| {
+        simd(|| apply_mask(part, &mask[start / 32..]))
     });
     dy
 }

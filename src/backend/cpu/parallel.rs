@@ -155,6 +155,57 @@ where
     }
 }
 
+/// Entries from which [`for_each_part`] splits a kernel over the pool: below
+/// this an element-wise pass lasts a few microseconds, about what handing
+/// work to another core costs.
+pub(crate) const PART_MIN: usize = 1 << 15;
+
+/// Calls `f(start, part)` for parts of `data` that cover it in order, `start`
+/// being the index of the part's first entry: `data` whole on the calling
+/// thread below [`PART_MIN`] entries, else parts of a multiple of `align`
+/// entries (whole rows of `align` columns, whole mask words) spread over the
+/// pool by [`for_each_chunk`], about four per thread so that a helper that
+/// starts late leaves its share to the others. For kernels that compute each
+/// entry (or each `align`-entry group) on its own, so that the result does not
+/// depend on the split.
+pub(crate) fn for_each_part<T: Send>(
+    data: &mut [T],
+    align: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    for_each_part_from(data, align, PART_MIN, f)
+}
+
+/// [`for_each_part`] split from `min` entries on: a kernel that spends
+/// tens of nanoseconds per entry (an exponential, a `tanh`) pays for the
+/// hand-over on far fewer entries than a copy does.
+pub(crate) fn for_each_part_from<T: Send>(
+    data: &mut [T],
+    align: usize,
+    min: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let align = align.max(1);
+    let len = data.len();
+    let min = min.max(2);
+    if len < min || rayon::current_num_threads() < 2 {
+        if len > 0 {
+            f(0, data);
+        }
+        return;
+    }
+    let threads = rayon::current_num_threads();
+    let part = len
+        .div_ceil(4 * threads)
+        .max(min / 4)
+        .next_multiple_of(align);
+    for_each_chunk(data, part, |i, c| f(i * part, c));
+}
+
+/// Entries from which a kernel of an exponential or a `tanh` per entry is
+/// split (see [`for_each_part_from`]).
+pub(crate) const PART_MIN_COSTLY: usize = 1 << 11;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,5 +302,30 @@ mod tests {
                 .enumerate()
                 .all(|(k, &v)| v == (k / 8) as u64 + 100)
         );
+    }
+
+    #[test]
+    fn parts_cover_the_data_in_aligned_pieces() {
+        for (len, align) in [
+            (0, 1),
+            (5, 1),
+            (PART_MIN - 1, 7),
+            (PART_MIN, 64),
+            (PART_MIN * 5 + 3, 32),
+            (1 << 20, 10),
+        ] {
+            let mut data = vec![usize::MAX; len];
+            for_each_part(&mut data, align, |start, part| {
+                assert!(start % align == 0, "part at {start} not aligned to {align}");
+                for (j, v) in part.iter_mut().enumerate() {
+                    assert_eq!(*v, usize::MAX, "visited twice");
+                    *v = start + j;
+                }
+            });
+            assert!(
+                data.iter().enumerate().all(|(k, &v)| k == v),
+                "{len} {align}"
+            );
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! Row/column reductions, softmax, layer norm and segment kernels on the CPU.
 
-use ndarray::{Array2, Axis, Zip};
+use ndarray::{Array2, Axis};
 
-use super::parallel::for_each_chunk;
+use super::parallel::{
+    PART_MIN, PART_MIN_COSTLY, for_each_chunk, for_each_part, for_each_part_from,
+};
 use super::sparse::PAR_THRESHOLD;
 use crate::backend::SegmentReduce;
 use crate::float::Float;
@@ -147,9 +149,10 @@ pub(crate) fn softmax<F: Float>(x: &Array2<F>, axis: Axis, log: bool) -> Array2<
         // over both cores when large.
         Some(xs) if axis == Axis(1) => {
             let mut out = xs.to_vec();
-            for_row_blocks(&mut out, c, |_, block| {
+            // Rows are independent: any split gives the same values.
+            for_each_part_from(&mut out, c, PART_MIN_COSTLY, |_, block| {
                 block
-                    .chunks_exact_mut(c)
+                    .chunks_exact_mut(c.max(1))
                     .for_each(|lane| softmax_lane(lane, log));
             });
             Array2::from_shape_vec(x.raw_dim(), out).expect("same shape")
@@ -176,9 +179,12 @@ pub(crate) fn softmax_grad<F: Float>(
     match (y.as_slice(), dy.as_slice()) {
         (Some(ys), Some(dys)) if axis == Axis(1) => {
             let mut out = dys.to_vec();
-            for_row_blocks(&mut out, c, |row, block| {
-                let yb = &ys[row * c..row * c + block.len()];
-                for (g, y) in block.chunks_exact_mut(c).zip(yb.chunks_exact(c)) {
+            for_each_part(&mut out, c, |start, block| {
+                let yb = &ys[start..start + block.len()];
+                for (g, y) in block
+                    .chunks_exact_mut(c.max(1))
+                    .zip(yb.chunks_exact(c.max(1)))
+                {
                     softmax_grad_lane(g, y, log);
                 }
             });
@@ -196,19 +202,149 @@ pub(crate) fn softmax_grad<F: Float>(
     }
 }
 
-pub(crate) fn layer_norm<F: Float>(x: &Array2<F>, eps: f64) -> (Array2<F>, Array2<F>) {
-    let cols = F::from_usize(x.ncols().max(1)).expect("usize");
-    let eps = F::from_f64_lossy(eps);
-    let mut xhat = x.clone();
-    let mut rstd = Array2::zeros((x.nrows(), 1));
-    for (mut row, r) in xhat.rows_mut().into_iter().zip(rstd.iter_mut()) {
-        let mean = row.iter().copied().sum::<F>() / cols;
-        let var = row.iter().map(|&v| (v - mean) * (v - mean)).sum::<F>() / cols;
-        let rs = F::one() / (var + eps).sqrt();
-        row.mapv_inplace(|v| (v - mean) * rs);
-        *r = rs;
+/// Rows standardised together by [`layer_norm`] and [`layer_norm_grad`]:
+/// their sums are independent chains, interleaved so that they overlap
+/// (each row's sum still runs over its columns in order from `-0`, as
+/// `Iterator::sum` adds, so the values are those of a row-by-row loop).
+const LN_ROWS: usize = 8;
+
+/// Rows of one part of a row-wise kernel over `rows x cols` entries: all of
+/// them below [`PART_MIN`] entries, else about four parts per thread of a
+/// multiple of [`LN_ROWS`] rows.
+fn part_rows(rows: usize, cols: usize) -> usize {
+    let threads = rayon::current_num_threads();
+    if rows * cols < PART_MIN || threads < 2 {
+        return rows.max(1);
     }
-    (xhat, rstd)
+    rows.div_ceil(4 * threads)
+        .max((PART_MIN / 4).div_ceil(cols.max(1)))
+        .next_multiple_of(LN_ROWS)
+}
+
+/// `f(first_row, rows of out, entries of per_row)` over parts of whole rows
+/// (`cols` entries of `out` and one of `per_row` each), spread over the pool:
+/// for kernels whose rows are independent.
+fn row_parts<F: Float>(
+    out: &mut [F],
+    per_row: &mut [F],
+    cols: usize,
+    f: impl Fn(usize, &mut [F], &mut [F]) + Sync,
+) {
+    if cols == 0 {
+        return f(0, out, per_row);
+    }
+    let per = part_rows(per_row.len(), cols);
+    let parts: Vec<(&mut [F], &mut [F])> = out
+        .chunks_mut(per * cols)
+        .zip(per_row.chunks_mut(per))
+        .collect();
+    map_blocks(parts, |i, (o, r)| f(i * per, o, r));
+}
+
+/// Calls `group::<LN_ROWS>` on whole groups of rows, then `group::<1>` on
+/// each row left over.
+macro_rules! by_row_groups {
+    ($rows:expr, |$r:ident, $k:ident| $body:expr) => {{
+        let rows = $rows;
+        let mut $r = 0;
+        while $r + LN_ROWS <= rows {
+            {
+                const $k: usize = LN_ROWS;
+                $body
+            }
+            $r += LN_ROWS;
+        }
+        while $r < rows {
+            {
+                const $k: usize = 1;
+                $body
+            }
+            $r += 1;
+        }
+    }};
+}
+
+/// Standardises the `R` rows of `x` (`R · c` entries) into `out`, their
+/// `1 / std` into `rstd`.
+#[inline(always)]
+fn ln_group<F: Float, const R: usize>(x: &[F], out: &mut [F], rstd: &mut [F], c: usize, eps: F) {
+    let cols = F::from_usize(c.max(1)).expect("usize");
+    let mut sum = [-F::zero(); R];
+    for j in 0..c {
+        for r in 0..R {
+            sum[r] += x[r * c + j];
+        }
+    }
+    let mean = sum.map(|s| s / cols);
+    let mut var = [-F::zero(); R];
+    for j in 0..c {
+        for r in 0..R {
+            let d = x[r * c + j] - mean[r];
+            var[r] += d * d;
+        }
+    }
+    for r in 0..R {
+        let rs = F::one() / (var[r] / cols + eps).sqrt();
+        rstd[r] = rs;
+        for (o, &v) in out[r * c..(r + 1) * c]
+            .iter_mut()
+            .zip(&x[r * c..(r + 1) * c])
+        {
+            *o = (v - mean[r]) * rs;
+        }
+    }
+}
+
+pub(crate) fn layer_norm<F: Float>(x: &Array2<F>, eps: f64) -> (Array2<F>, Array2<F>) {
+    let (n, c) = x.dim();
+    let eps = F::from_f64_lossy(eps);
+    let x = x.as_standard_layout();
+    let xs = x.as_slice().expect("standard layout");
+    let mut xhat = vec![F::zero(); n * c];
+    let mut rstd = vec![F::zero(); n];
+    row_parts(&mut xhat, &mut rstd, c, |r0, out, rs| {
+        let x = &xs[r0 * c..r0 * c + out.len()];
+        super::elementwise::simd(|| {
+            by_row_groups!(rs.len(), |r, R| ln_group::<F, R>(
+                &x[r * c..(r + R) * c],
+                &mut out[r * c..(r + R) * c],
+                &mut rs[r..r + R],
+                c,
+                eps,
+            ))
+        })
+    });
+    (
+        Array2::from_shape_vec((n, c), xhat).expect("n x c entries"),
+        Array2::from_shape_vec((n, 1), rstd).expect("n entries"),
+    )
+}
+
+/// Backward of [`ln_group`]: `g` (`dx̂` on entry) becomes `dx` for the `R`
+/// rows of `xh`.
+#[inline(always)]
+fn ln_grad_group<F: Float, const R: usize>(g: &mut [F], xh: &[F], rstd: &[F], c: usize) {
+    let cols = F::from_usize(c.max(1)).expect("usize");
+    let (mut sg, mut sgx) = ([-F::zero(); R], [-F::zero(); R]);
+    for j in 0..c {
+        for r in 0..R {
+            sg[r] += g[r * c + j];
+        }
+    }
+    for j in 0..c {
+        for r in 0..R {
+            sgx[r] += g[r * c + j] * xh[r * c + j];
+        }
+    }
+    for r in 0..R {
+        let (mean_g, mean_gx, rs) = (sg[r] / cols, sgx[r] / cols, rstd[r]);
+        for (g, &x) in g[r * c..(r + 1) * c]
+            .iter_mut()
+            .zip(&xh[r * c..(r + 1) * c])
+        {
+            *g = rs * (*g - mean_g - x * mean_gx);
+        }
+    }
 }
 
 pub(crate) fn layer_norm_grad<F: Float>(
@@ -216,15 +352,24 @@ pub(crate) fn layer_norm_grad<F: Float>(
     rstd: &Array2<F>,
     dxhat: &Array2<F>,
 ) -> Array2<F> {
-    let cols = F::from_usize(xhat.ncols().max(1)).expect("usize");
-    let mut out = dxhat.clone();
-    for ((mut g, xh), &rs) in out.rows_mut().into_iter().zip(xhat.rows()).zip(rstd.iter()) {
-        let mean_g = g.iter().copied().sum::<F>() / cols;
-        let mean_gx = g.iter().zip(xh.iter()).map(|(&g, &x)| g * x).sum::<F>() / cols;
-        Zip::from(&mut g)
-            .and(&xh)
-            .for_each(|g, &x| *g = rs * (*g - mean_g - x * mean_gx));
-    }
+    let (n, c) = dxhat.dim();
+    let mut out = dxhat.as_standard_layout().into_owned();
+    let xhat = xhat.as_standard_layout();
+    let xs = xhat.as_slice().expect("standard layout");
+    let mut rs: Vec<F> = rstd.iter().copied().collect();
+    let data = out.as_slice_mut().expect("standard layout");
+    row_parts(data, &mut rs, c, |r0, g, rs| {
+        let xh = &xs[r0 * c..r0 * c + g.len()];
+        super::elementwise::simd(|| {
+            by_row_groups!(rs.len(), |r, R| ln_grad_group::<F, R>(
+                &mut g[r * c..(r + R) * c],
+                &xh[r * c..(r + R) * c],
+                &rs[r..r + R],
+                c,
+            ))
+        })
+    });
+    debug_assert_eq!(out.dim(), (n, c));
     out
 }
 
@@ -246,7 +391,9 @@ pub(crate) fn segment_reduce<F: Float>(
     if cols == 0 {
         return (out, arg);
     }
-    for s in 0..g {
+    // Sums and means segment by segment; maxima below, all segments at once.
+    let sums = if op == SegmentReduce::Max { 0 } else { g };
+    for s in 0..sums {
         let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
         if a == b {
             continue;
@@ -255,8 +402,6 @@ pub(crate) fn segment_reduce<F: Float>(
             .row_mut(s)
             .into_slice()
             .expect("rows of a standard-layout array are contiguous");
-        // Row by row (contiguous reads), one running value per column.
-        let rows = xs[a * cols..b * cols].chunks_exact(cols);
         match op {
             SegmentReduce::Sum | SegmentReduce::Mean => {
                 // Column sums of blocks of rows (in parallel for a large
@@ -289,24 +434,48 @@ pub(crate) fn segment_reduce<F: Float>(
                     o.iter_mut().for_each(|v| *v /= n);
                 }
             }
-            SegmentReduce::Max => {
-                let arg = &mut arg.as_mut().expect("max has argmax")[s * cols..(s + 1) * cols];
-                o.copy_from_slice(&xs[a * cols..(a + 1) * cols]);
-                arg.fill(a as u32);
-                for (i, r) in (a + 1..b).zip(rows.skip(1)) {
-                    for ((best, idx), &v) in o.iter_mut().zip(arg.iter_mut()).zip(r) {
-                        // NaN wins, as in torch.max: a NaN in a segment is
-                        // its maximum (the first NaN), not skipped.
-                        if v > *best || (v.is_nan() && !best.is_nan()) {
-                            *best = v;
-                            *idx = i as u32;
-                        }
-                    }
-                }
-            }
+            SegmentReduce::Max => unreachable!("maxima are taken below"),
         }
     }
+    if let Some(arg) = arg.as_mut() {
+        // Parts of whole segments (each segment's maxima on their own).
+        let o = out.as_slice_mut().expect("fresh array is standard layout");
+        let per = part_rows(g, xs.len().div_ceil(g.max(1)));
+        let parts: Vec<_> = o
+            .chunks_mut(per * cols)
+            .zip(arg.chunks_mut(per * cols))
+            .collect();
+        map_blocks(parts, |i, (o, arg)| {
+            let segs = o.chunks_exact_mut(cols).zip(arg.chunks_exact_mut(cols));
+            for (s, (o, arg)) in (i * per..).zip(segs) {
+                let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
+                if a < b {
+                    let rows = &xs[a * cols..b * cols];
+                    super::elementwise::simd(|| segment_max(o, arg, rows, a));
+                }
+            }
+        });
+    }
     (out, arg)
+}
+
+/// Column maxima of the rows `rows` (starting at row `first`) into `best`,
+/// the row of each into `idx`. NaN wins, as in `torch.max`: a NaN in a
+/// segment is its maximum (the first NaN), not skipped. Branch-free, so it
+/// vectorises.
+#[inline(always)]
+fn segment_max<F: Float>(best: &mut [F], idx: &mut [u32], rows: &[F], first: usize) {
+    let cols = best.len();
+    best.copy_from_slice(&rows[..cols]);
+    idx.fill(first as u32);
+    for (i, r) in rows.chunks_exact(cols).enumerate().skip(1) {
+        let i = (first + i) as u32;
+        for ((b, k), &v) in best.iter_mut().zip(idx.iter_mut()).zip(r) {
+            let take = (v > *b) | (v.is_nan() & !b.is_nan());
+            *b = if take { v } else { *b };
+            *k = if take { i } else { *k };
+        }
+    }
 }
 
 pub(crate) fn segment_reduce_grad<F: Float>(
@@ -402,15 +571,26 @@ pub(crate) fn segment_softmax<F: Float>(x: &Array2<F>, ptr: &[u32]) -> Array2<F>
             for row in seg.chunks_exact(c) {
                 mx1.iter_mut().zip(row).for_each(|(m, &v)| *m = m.max(v));
             }
-            for row in seg.chunks_exact_mut(c) {
-                for ((v, &m), s) in row.iter_mut().zip(&mx1).zip(sum1.iter_mut()) {
-                    *v = (*v - m).exp();
-                    *s += *v;
+            // The exponentials (each on its own, so on the pool for a large
+            // segment), then their column sums row after row, then the
+            // division: the same additions in the same order as one pass.
+            let mx = &mx1;
+            for_each_part_from(seg, c, PART_MIN_COSTLY, |_, rows| {
+                for row in rows.chunks_exact_mut(c) {
+                    row.iter_mut()
+                        .zip(mx)
+                        .for_each(|(v, &m)| *v = (*v - m).exp());
                 }
+            });
+            for row in seg.chunks_exact(c) {
+                sum1.iter_mut().zip(row).for_each(|(s, &v)| *s += v);
             }
-            for row in seg.chunks_exact_mut(c) {
-                row.iter_mut().zip(&sum1).for_each(|(v, &s)| *v /= s);
-            }
+            let sum = &sum1;
+            for_each_part(seg, c, |_, rows| {
+                for row in rows.chunks_exact_mut(c) {
+                    row.iter_mut().zip(sum).for_each(|(v, &s)| *v /= s);
+                }
+            });
             continue;
         }
         // Column maxima (exact in any order), then the exponentials with
@@ -547,6 +727,81 @@ mod tests {
             let mut x = Array2::<f32>::zeros((1, 3 * SQUARES_BLOCK + 9));
             x[[0, k]] = 1.0;
             assert_eq!(sum_squares(&x), 1.0, "entry {k}");
+        }
+    }
+
+    /// The row-by-row loops the interleaved layer norm kernels replace.
+    fn layer_norm_rows(x: &Array2<f32>, eps: f32) -> (Array2<f32>, Vec<f32>, Array2<f32>) {
+        let cols = x.ncols().max(1) as f32;
+        let mut xhat = x.clone();
+        let mut rstd = Vec::new();
+        for mut row in xhat.rows_mut() {
+            let mean = row.iter().copied().sum::<f32>() / cols;
+            let var = row.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / cols;
+            let rs = 1.0 / (var + eps).sqrt();
+            row.mapv_inplace(|v| (v - mean) * rs);
+            rstd.push(rs);
+        }
+        // The gradient for dx̂ = x itself.
+        let mut g = x.clone();
+        for ((mut g, xh), &rs) in g.rows_mut().into_iter().zip(xhat.rows()).zip(&rstd) {
+            let mean_g = g.iter().copied().sum::<f32>() / cols;
+            let mean_gx = g.iter().zip(xh.iter()).map(|(&g, &x)| g * x).sum::<f32>() / cols;
+            g.zip_mut_with(&xh, |g, &x| *g = rs * (*g - mean_g - x * mean_gx));
+        }
+        (xhat, rstd, g)
+    }
+
+    #[test]
+    fn layer_norm_equals_the_row_by_row_loop_bit_for_bit() {
+        let bits = |a: &[f32]| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        // Row counts around the group of 8 and large enough to be split
+        // over threads; widths with and without a remainder; empty rows.
+        for (n, c) in [
+            (0, 4),
+            (1, 1),
+            (7, 3),
+            (9, 64),
+            (17, 0),
+            (4099, 64),
+            (3000, 37),
+        ] {
+            let mut x = Array2::from_shape_fn((n, c), |(i, j)| {
+                ((i * 131 + j * 17) as f32 * 0.731).sin() * (1.0 + (i % 5) as f32)
+            });
+            if n > 3 && c > 0 {
+                // A constant row (variance 0), a row of -0 and a NaN.
+                x.row_mut(1).fill(2.5);
+                x.row_mut(2).fill(-0.0);
+                x[[3, 0]] = f32::NAN;
+            }
+            let (want_x, want_r, want_g) = layer_norm_rows(&x, 1e-5);
+            let (got_x, got_r) = layer_norm(&x, 1e-5);
+            assert_eq!(
+                bits(got_x.as_slice().unwrap()),
+                bits(want_x.as_slice().unwrap()),
+                "{n}x{c} x̂"
+            );
+            assert_eq!(
+                bits(got_r.as_slice().unwrap()),
+                bits(&want_r),
+                "{n}x{c} rstd"
+            );
+            assert_eq!(got_r.dim(), (n, 1));
+            let got_g = layer_norm_grad(&got_x, &got_r, &x);
+            assert_eq!(
+                bits(got_g.as_slice().unwrap()),
+                bits(want_g.as_slice().unwrap()),
+                "{n}x{c} grad"
+            );
+            // A transposed gradient gives the same values.
+            let xt = x.t().as_standard_layout().into_owned().reversed_axes();
+            let got_t = layer_norm_grad(&got_x, &got_r, &xt);
+            assert_eq!(
+                bits(got_t.as_standard_layout().as_slice().unwrap()),
+                bits(want_g.as_slice().unwrap()),
+                "{n}x{c} transposed"
+            );
         }
     }
 }
