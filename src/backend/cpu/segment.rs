@@ -83,8 +83,11 @@ struct Task {
     whole: bool,
 }
 
-/// Splits the rows into tasks (in order, covering every graph once).
-fn plan(ptr: &[u32]) -> Vec<Task> {
+/// Splits the rows into tasks (in order, covering every graph once): a graph
+/// of more than [`TASK_ROWS`] rows into parts, whole smaller graphs grouped
+/// into tasks of at most `group_rows` rows (which changes no value: a whole
+/// graph is computed the same way in any task).
+fn plan(ptr: &[u32], group_rows: usize) -> Vec<Task> {
     let mut tasks = Vec::new();
     let mut cur: Option<Task> = None;
     for (g, w) in ptr.windows(2).enumerate() {
@@ -106,7 +109,7 @@ fn plan(ptr: &[u32]) -> Vec<Task> {
             continue;
         }
         match &mut cur {
-            Some(t) if t.rows.1 - t.rows.0 + rows <= TASK_ROWS => {
+            Some(t) if t.rows.1 - t.rows.0 + rows <= group_rows => {
                 t.rows.1 = hi;
                 t.graphs.1 = g + 1;
             }
@@ -148,7 +151,10 @@ fn cross_pass<F: Float>(op: Operands<'_, F>, out: Outputs<'_, F>) {
         return;
     }
     let n = ptr[ptr.len() - 1] as usize;
-    let tasks = plan(ptr);
+    // Whole graphs grouped into about four tasks per thread (a batch of
+    // short documents is a few hundred rows per thread).
+    let threads = rayon::current_num_threads().max(1);
+    let tasks = plan(ptr, (n / (4 * threads)).clamp(64, TASK_ROWS));
     let ut = match out.scores {
         Some(_) => transpose_supernodes(op.u, ptr.len() - 1, m, h),
         None => Vec::new(),
@@ -242,18 +248,25 @@ fn transpose_supernodes<F: Float>(u: &[F], graphs: usize, m: usize, h: usize) ->
     const L: usize = SCORE_LANES;
     let mp = m.next_multiple_of(L);
     let mut ut = vec![F::zero(); graphs * h * mp];
-    for g in 0..graphs {
-        let (ug, tg) = (
-            &u[g * m * h..(g + 1) * m * h],
-            &mut ut[g * h * mp..(g + 1) * h * mp],
-        );
-        for j in 0..m {
-            let panel = &mut tg[(j / L) * h * L..(j / L + 1) * h * L];
-            for c in 0..h {
-                panel[c * L + j % L] = ug[j * h + c];
+    if h == 0 || m == 0 {
+        return ut;
+    }
+    // Whole graphs per part; each panel written row by row (its `L` lanes
+    // are consecutive), read from the graph's `m` rows of `u`.
+    super::parallel::for_each_part(&mut ut, h * mp, |start, part| {
+        for (k, tg) in part.chunks_exact_mut(h * mp).enumerate() {
+            let g = start / (h * mp) + k;
+            let ug = &u[g * m * h..(g + 1) * m * h];
+            for (b, panel) in tg.chunks_exact_mut(h * L).enumerate() {
+                let js = b * L..((b + 1) * L).min(m);
+                for (c, lanes) in panel.chunks_exact_mut(L).enumerate() {
+                    for (l, j) in lanes.iter_mut().zip(js.clone()) {
+                        *l = ug[j * h + c];
+                    }
+                }
             }
         }
-    }
+    });
     ut
 }
 
@@ -844,7 +857,7 @@ mod tests {
     fn plan_covers_every_graph_and_row_once() {
         // Small graphs grouped, a large one split, empty ones included.
         let ptr = [0u32, 3, 3, 200, 1500, 1600, 1600];
-        let tasks = plan(&ptr);
+        let tasks = plan(&ptr, TASK_ROWS);
         let mut row = 0;
         let mut graph = 0;
         for t in &tasks {
@@ -938,7 +951,7 @@ mod tests {
     #[test]
     fn a_huge_graph_is_split_into_at_most_max_parts() {
         let ptr = [0u32, 1_000_000];
-        let tasks = plan(&ptr);
+        let tasks = plan(&ptr, TASK_ROWS);
         assert_eq!(tasks.len(), MAX_PARTS);
         assert_eq!(tasks.last().map(|t| t.rows.1), Some(1_000_000));
     }

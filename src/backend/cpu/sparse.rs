@@ -151,8 +151,9 @@ impl<F: Float> CpuCsr<F> {
         let pf = p as f32;
         let mut data = vec![F::zero(); self.nnz()];
         let src = &self.data[..];
-        let fill = |(c, chunk): (usize, &mut [F])| {
-            let start = c * 8192;
+        // Each stored entry's mask is a function of its position alone, so
+        // any split gives the same values.
+        super::parallel::for_each_part(&mut data, 1, |start, chunk| {
             rng::fill_mask(
                 chunk,
                 Some(&src[start..start + chunk.len()]),
@@ -161,12 +162,7 @@ impl<F: Float> CpuCsr<F> {
                 pf,
                 scale,
             )
-        };
-        if data.len() >= 4 * PAR_THRESHOLD {
-            data.par_chunks_mut(8192).enumerate().for_each(fill);
-        } else {
-            data.chunks_mut(8192).enumerate().for_each(fill);
-        }
+        });
         self.with_data(data)
     }
 
@@ -306,24 +302,22 @@ impl<F: Float> CpuCsr<F> {
             bounds.push(r.max(*bounds.last().expect("non-empty")));
         }
         bounds.push(s.rows);
-        let partials: Vec<Vec<F>> = bounds
-            .par_windows(2)
-            .map(|w| {
-                let mut acc = vec![F::zero(); out_len];
-                scatter(w[0]..w[1], &mut acc);
-                acc
-            })
-            .collect();
+        // The calling thread takes part (`parallel.rs`): a rayon iterator
+        // would put it to sleep until a worker had run the ranges.
+        let ranges: Vec<(usize, usize)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
+        let partials = super::reduce::map_blocks(ranges, |_, (lo, hi)| {
+            let mut acc = vec![F::zero(); out_len];
+            scatter(lo..hi, &mut acc);
+            acc
+        });
         let mut iter = partials.into_iter();
         let mut out = iter.next().expect("at least one partial");
         for part in iter {
-            out.par_chunks_mut(4096)
-                .zip(part.par_chunks(4096))
-                .for_each(|(o, p)| {
-                    for (o, &p) in o.iter_mut().zip(p) {
-                        *o += p;
-                    }
-                });
+            super::parallel::for_each_part(&mut out, 1, |start, o| {
+                for (o, &p) in o.iter_mut().zip(&part[start..]) {
+                    *o += p;
+                }
+            });
         }
         out
     }
