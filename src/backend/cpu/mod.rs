@@ -71,13 +71,6 @@ fn dense_matmul<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>) -> Array2<
         b
     };
     let threads = rayon::current_num_threads();
-    if k > DEPTH_BLOCK
-        && m * n <= DEPTH_SPLIT_MAX_OUT
-        && m * n * k >= MATMUL_PAR_WORK
-        && threads >= 2
-    {
-        return depth_split_matmul(a, b);
-    }
     let parallel = m * n * k >= MATMUL_PAR_WORK && threads >= 2 && m >= 2 && n > 0;
     // Two blocks per thread for balance, rows rounded up to a multiple of
     // 24 (of both kernels' register blocks, 6 and 8 rows). A short output
@@ -123,52 +116,6 @@ fn dense_matmul<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>) -> Array2<
         ndarray::linalg::general_mat_mul(F::one(), &a.slice(s![lo..hi, ..]), &b, F::zero(), &mut o);
     });
     out
-}
-
-/// The depth of `matrixmultiply`'s blocks: it computes `a · b` as the sum,
-/// in order, of the products of `DEPTH_BLOCK`-deep slices of `a`'s columns
-/// and `b`'s rows, each accumulated from zero.
-const DEPTH_BLOCK: usize = 256;
-
-/// Largest output (entries) that [`depth_split_matmul`] takes: one partial
-/// of this size per depth block.
-const DEPTH_SPLIT_MAX_OUT: usize = 1 << 16;
-
-/// `a · b` for a small output and a long shared dimension (a weight's
-/// gradient `xᵀ g` over the nodes): the products of the `DEPTH_BLOCK`-deep
-/// slices are taken on the pool and added in order, which is the sum
-/// `matrixmultiply` forms itself, so the values are the same to the bit
-/// (tested). Split by output rows instead, every block would pack the
-/// whole of `b`.
-fn depth_split_matmul<F: Float>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>) -> Array2<F> {
-    let (m, k) = a.dim();
-    let n = b.ncols();
-    let blocks: Vec<usize> = (0..k).step_by(DEPTH_BLOCK).collect();
-    // In waves of a few blocks per thread, so that the partials alive at
-    // once stay few however long `k` is (a million nodes: 3,907 blocks).
-    let wave = 4 * rayon::current_num_threads().max(1);
-    let mut out: Option<Array2<F>> = None;
-    for starts in blocks.chunks(wave) {
-        let partials = reduce::map_blocks(starts.to_vec(), |_, k0| {
-            let k1 = (k0 + DEPTH_BLOCK).min(k);
-            let mut p = Array2::zeros((m, n));
-            ndarray::linalg::general_mat_mul(
-                F::one(),
-                &a.slice(s![.., k0..k1]),
-                &b.slice(s![k0..k1, ..]),
-                F::zero(),
-                &mut p,
-            );
-            p
-        });
-        for p in partials {
-            match out.as_mut() {
-                Some(o) => elementwise::add_assign(o, &p),
-                None => out = Some(p),
-            }
-        }
-    }
-    out.unwrap_or_else(|| Array2::zeros((m, n)))
 }
 
 pub(crate) fn std_layout<F: Float>(a: Array2<F>) -> Array2<F> {
@@ -853,51 +800,5 @@ mod tests {
         assert_eq!(one[12], plain_drop);
         let plain_mask: Vec<u32> = (0..n * c).map(|i| mask(i).to_bits()).collect();
         assert_eq!(one[13], plain_mask);
-    }
-
-    /// The depth-split product equals `matrixmultiply`'s own to the bit,
-    /// in `f32` and `f64`, for depths around and far beyond one block and
-    /// for transposed operands (a weight gradient `xᵀ g`).
-    #[test]
-    fn depth_split_matmul_is_matrixmultiply_to_the_bit() {
-        fn check<F: Float>() {
-            for (k, m, n) in [
-                (257, 64, 64),
-                (2708, 64, 64),
-                (1150, 64, 7),
-                (640, 33, 100),
-                (513, 1, 1),
-            ] {
-                let x = Array2::from_shape_fn((k, m), |(i, j)| {
-                    F::from_f64_lossy(((i * 131 + j * 7) as f64 * 0.37).sin())
-                });
-                let g = Array2::from_shape_fn((k, n), |(i, j)| {
-                    F::from_f64_lossy(((i * 17 + j * 3) as f64 * 0.11).cos() * 3.0)
-                });
-                let mut want = Array2::zeros((m, n));
-                ndarray::linalg::general_mat_mul(F::one(), &x.t(), &g, F::zero(), &mut want);
-                let got = depth_split_matmul(x.t(), g.view());
-                let bits = |a: &Array2<F>| {
-                    a.iter()
-                        .map(|v| v.to_f64_exact().to_bits())
-                        .collect::<Vec<_>>()
-                };
-                assert_eq!(bits(&got), bits(&want), "{} k={k} m={m} n={n}", F::NAME);
-                // The same through the backend on a pool of two threads.
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(2)
-                    .build()
-                    .expect("pool");
-                let via = pool.install(|| Cpu::<F>::new().matmul(&x, &g, true, false));
-                assert_eq!(
-                    bits(&via),
-                    bits(&want),
-                    "{} k={k} m={m} n={n} (backend)",
-                    F::NAME
-                );
-            }
-        }
-        check::<f32>();
-        check::<f64>();
     }
 }
