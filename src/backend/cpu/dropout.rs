@@ -141,13 +141,11 @@ pub(crate) fn dropout_t_matmul<F: Float>(
     let src = x.as_slice().expect("standard layout");
     let part = |r0: usize, len: usize| {
         let mut buf = vec![F::zero(); len * d];
-        // The mask of entry `k` depends on `k` alone: drawn in pieces on
-        // the pool (a part is up to 2^14 rows).
-        let scale = F::from_f64_lossy(1.0 / (1.0 - p));
-        parallel::for_each_part(&mut buf, 1, |start, piece| {
-            let lo = r0 * d + start;
-            let src = &src[lo..lo + piece.len()];
-            rng::fill_mask(piece, Some(src), lo as u32, seed, p as f32, scale);
+        // The mask of an entry depends on its position alone: drawn in
+        // pieces of whole rows on the pool (a part is up to 2^14 rows).
+        parallel::for_each_part(&mut buf, d, |start, piece| {
+            let rows = piece.len() / d.max(1);
+            masked_rows(piece, src, d, r0 + start / d.max(1), rows, p, seed);
         });
         let a = ArrayView2::from_shape((len, d), &buf[..]).expect("part shape");
         dense_matmul(a.t(), g.slice(ndarray::s![r0..r0 + len, ..]))

@@ -10,7 +10,9 @@ use std::mem::MaybeUninit;
 
 use ndarray::{Array2, Zip};
 
-use super::parallel::{PART_MIN_COSTLY, for_each_part, for_each_part_from};
+use super::parallel::{
+    PART_MIN, PART_MIN_COSTLY, for_each_chunk, for_each_part, for_each_part_from, part_len,
+};
 use super::sparse::has_avx2_fma;
 use super::std_layout;
 use crate::backend::{BinaryOp, UnaryOp, broadcast_dim};
@@ -169,27 +171,11 @@ fn zip_map<F: Float>(a: &Array2<F>, b: &Array2<F>, f: impl Fn(F, F) -> F + Sync)
             });
         }
         // A row broadcast over the rows of the other operand (a bias).
-        let c = ad.1;
-        if c > 0 && bd == (1, c) {
-            return build(ad, c, |start, part| {
-                let xs = &xs[start..];
-                simd(|| {
-                    for (o, x) in part.chunks_exact_mut(c).zip(xs.chunks_exact(c)) {
-                        zip_into(o, x, ys, &f);
-                    }
-                })
-            });
+        if ad.1 > 0 && bd == (1, ad.1) {
+            return broadcast_row(xs, ys, ad, &f);
         }
-        let c = bd.1;
-        if c > 0 && ad == (1, c) {
-            return build(bd, c, |start, part| {
-                let ys = &ys[start..];
-                simd(|| {
-                    for (o, y) in part.chunks_exact_mut(c).zip(ys.chunks_exact(c)) {
-                        zip_into(o, xs, y, &f);
-                    }
-                })
-            });
+        if bd.1 > 0 && ad == (1, bd.1) {
+            return broadcast_row(ys, xs, bd, |y, x| f(x, y));
         }
     }
     if ad == bd {
@@ -202,6 +188,25 @@ fn zip_map<F: Float>(a: &Array2<F>, b: &Array2<F>, f: impl Fn(F, F) -> F + Sync)
     let av = a.broadcast(shape).expect("broadcast checked by caller");
     let bv = b.broadcast(shape).expect("broadcast checked by caller");
     std_layout(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
+}
+
+/// `f(full[i, j], row[j])` for a row-major `full` of shape `dim` and a row
+/// of `dim.1 > 0` entries.
+fn broadcast_row<F: Float>(
+    full: &[F],
+    row: &[F],
+    dim: (usize, usize),
+    f: impl Fn(F, F) -> F + Sync,
+) -> Array2<F> {
+    let c = dim.1;
+    build(dim, c, |start, part| {
+        let full = &full[start..];
+        simd(|| {
+            for (o, x) in part.chunks_exact_mut(c).zip(full.chunks_exact(c)) {
+                zip_into(o, x, row, &f);
+            }
+        })
+    })
 }
 
 /// `acc += t` entry by entry (same shape).
@@ -382,31 +387,13 @@ pub(crate) fn positive_mask<F: Float>(y: &Array2<F>) -> Vec<u32> {
     let ys = y.as_slice().expect("standard layout");
     let mut words = vec![0u32; ys.len().div_ceil(32)];
     // Parts of whole words, split as the entries they cover would be.
-    for_each_part_scaled(&mut words, 32, |w0, ws| {
-        let start = w0 * 32;
+    let words_per_part = part_len(ys.len(), 32, PART_MIN).map_or(words.len(), |e| e / 32);
+    for_each_chunk(&mut words, words_per_part, |i, ws| {
+        let start = i * words_per_part * 32;
         let end = (start + ws.len() * 32).min(ys.len());
         simd(|| mask_words(ws, &ys[start..end]))
     });
     words
-}
-
-/// [`for_each_part`] over `data` whose every item stands for `per_item`
-/// entries (mask words): split as the entries would be.
-fn for_each_part_scaled<T: Send>(
-    data: &mut [T],
-    per_item: usize,
-    f: impl Fn(usize, &mut [T]) + Sync,
-) {
-    let per_item = per_item.max(1);
-    if data.len() * per_item < super::parallel::PART_MIN {
-        if !data.is_empty() {
-            f(0, data);
-        }
-        return;
-    }
-    let threads = rayon::current_num_threads().max(1);
-    let part = data.len().div_ceil(4 * threads).max(1);
-    super::parallel::for_each_chunk(data, part, |i, c| f(i * part, c));
 }
 
 /// `dy` times the 0/1 mask of [`positive_mask`], written over `dy`. Large

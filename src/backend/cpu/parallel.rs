@@ -296,21 +296,27 @@ pub(crate) fn for_each_part_from<T: Send>(
     min: usize,
     f: impl Fn(usize, &mut [T]) + Sync,
 ) {
-    let align = align.max(1);
-    let len = data.len();
-    let min = min.max(2);
-    if len < min || rayon::current_num_threads() < 2 {
-        if len > 0 {
-            f(0, data);
-        }
-        return;
+    match part_len(data.len(), align, min) {
+        Some(part) => for_each_chunk(data, part, |i, c| f(i * part, c)),
+        None if data.is_empty() => {}
+        None => f(0, data),
     }
+}
+
+/// The entries of one part when a kernel over `len` entries is split from
+/// `min` entries on (see [`for_each_part_from`]): about four parts per
+/// thread, a multiple of `align`; `None` when it is not split (fewer
+/// entries, or one thread).
+pub(crate) fn part_len(len: usize, align: usize, min: usize) -> Option<usize> {
     let threads = rayon::current_num_threads();
-    let part = len
-        .div_ceil(4 * threads)
-        .max(min / 4)
-        .next_multiple_of(align);
-    for_each_chunk(data, part, |i, c| f(i * part, c));
+    if len < min.max(2) || threads < 2 {
+        return None;
+    }
+    Some(
+        len.div_ceil(4 * threads)
+            .max(min / 4)
+            .next_multiple_of(align.max(1)),
+    )
 }
 
 /// Entries from which a kernel of an exponential or a `tanh` per entry is

@@ -3,7 +3,7 @@
 use ndarray::{Array2, Axis};
 
 use super::parallel::{
-    PART_MIN, PART_MIN_COSTLY, for_each_chunk, for_each_part, for_each_part_from,
+    PART_MIN, PART_MIN_COSTLY, for_each_chunk, for_each_part, for_each_part_from, part_len,
 };
 use super::sparse::PAR_THRESHOLD;
 use crate::backend::SegmentReduce;
@@ -209,16 +209,11 @@ pub(crate) fn softmax_grad<F: Float>(
 const LN_ROWS: usize = 8;
 
 /// Rows of one part of a row-wise kernel over `rows x cols` entries: all of
-/// them below [`PART_MIN`] entries, else about four parts per thread of a
-/// multiple of [`LN_ROWS`] rows.
+/// them when it is not split (see [`part_len`]), else a multiple of
+/// [`LN_ROWS`] rows.
 fn part_rows(rows: usize, cols: usize) -> usize {
-    let threads = rayon::current_num_threads();
-    if rows * cols < PART_MIN || threads < 2 {
-        return rows.max(1);
-    }
-    rows.div_ceil(4 * threads)
-        .max((PART_MIN / 4).div_ceil(cols.max(1)))
-        .next_multiple_of(LN_ROWS)
+    let cols = cols.max(1);
+    part_len(rows * cols, LN_ROWS * cols, PART_MIN).map_or(rows.max(1), |e| e / cols)
 }
 
 /// `f(first_row, rows of out, entries of per_row)` over parts of whole rows
@@ -352,16 +347,19 @@ pub(crate) fn layer_norm_grad<F: Float>(
     rstd: &Array2<F>,
     dxhat: &Array2<F>,
 ) -> Array2<F> {
-    let (n, c) = dxhat.dim();
+    let c = dxhat.ncols();
     let mut out = dxhat.as_standard_layout().into_owned();
     let xhat = xhat.as_standard_layout();
     let xs = xhat.as_slice().expect("standard layout");
-    let mut rs: Vec<F> = rstd.iter().copied().collect();
+    let rstd = rstd.as_standard_layout();
+    let rs = rstd.as_slice().expect("standard layout");
     let data = out.as_slice_mut().expect("standard layout");
-    row_parts(data, &mut rs, c, |r0, g, rs| {
-        let xh = &xs[r0 * c..r0 * c + g.len()];
+    // Parts of whole groups of rows; rows are independent.
+    for_each_part(data, LN_ROWS * c, |start, g| {
+        let (r0, rows) = (start / c, g.len() / c);
+        let (xh, rs) = (&xs[start..start + g.len()], &rs[r0..r0 + rows]);
         super::elementwise::simd(|| {
-            by_row_groups!(rs.len(), |r, R| ln_grad_group::<F, R>(
+            by_row_groups!(rows, |r, R| ln_grad_group::<F, R>(
                 &mut g[r * c..(r + R) * c],
                 &xh[r * c..(r + R) * c],
                 &rs[r..r + R],
@@ -369,7 +367,6 @@ pub(crate) fn layer_norm_grad<F: Float>(
             ))
         })
     });
-    debug_assert_eq!(out.dim(), (n, c));
     out
 }
 
@@ -383,17 +380,34 @@ pub(crate) fn segment_reduce<F: Float>(
     let x = x.as_standard_layout();
     let xs = x.as_slice().expect("standard layout");
     let mut out = Array2::zeros((g, cols));
-    let mut arg = if op == SegmentReduce::Max {
-        Some(vec![u32::MAX; g * cols])
-    } else {
-        None
-    };
-    if cols == 0 {
-        return (out, arg);
+    if op == SegmentReduce::Max {
+        let mut arg = vec![u32::MAX; g * cols];
+        if cols == 0 {
+            return (out, Some(arg));
+        }
+        // Parts of whole segments (each segment's maxima on their own).
+        let o = out.as_slice_mut().expect("fresh array is standard layout");
+        let per = part_rows(g, xs.len().div_ceil(g.max(1)));
+        let parts: Vec<_> = o
+            .chunks_mut(per * cols)
+            .zip(arg.chunks_mut(per * cols))
+            .collect();
+        map_blocks(parts, |i, (o, arg)| {
+            let segs = o.chunks_exact_mut(cols).zip(arg.chunks_exact_mut(cols));
+            for (s, (o, arg)) in (i * per..).zip(segs) {
+                let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
+                if a < b {
+                    let rows = &xs[a * cols..b * cols];
+                    super::elementwise::simd(|| segment_max(o, arg, rows, a));
+                }
+            }
+        });
+        return (out, Some(arg));
     }
-    // Sums and means segment by segment; maxima below, all segments at once.
-    let sums = if op == SegmentReduce::Max { 0 } else { g };
-    for s in 0..sums {
+    if cols == 0 {
+        return (out, None);
+    }
+    for s in 0..g {
         let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
         if a == b {
             continue;
@@ -434,29 +448,10 @@ pub(crate) fn segment_reduce<F: Float>(
                     o.iter_mut().for_each(|v| *v /= n);
                 }
             }
-            SegmentReduce::Max => unreachable!("maxima are taken below"),
+            SegmentReduce::Max => unreachable!("maxima are taken above"),
         }
     }
-    if let Some(arg) = arg.as_mut() {
-        // Parts of whole segments (each segment's maxima on their own).
-        let o = out.as_slice_mut().expect("fresh array is standard layout");
-        let per = part_rows(g, xs.len().div_ceil(g.max(1)));
-        let parts: Vec<_> = o
-            .chunks_mut(per * cols)
-            .zip(arg.chunks_mut(per * cols))
-            .collect();
-        map_blocks(parts, |i, (o, arg)| {
-            let segs = o.chunks_exact_mut(cols).zip(arg.chunks_exact_mut(cols));
-            for (s, (o, arg)) in (i * per..).zip(segs) {
-                let (a, b) = (ptr[s] as usize, ptr[s + 1] as usize);
-                if a < b {
-                    let rows = &xs[a * cols..b * cols];
-                    super::elementwise::simd(|| segment_max(o, arg, rows, a));
-                }
-            }
-        });
-    }
-    (out, arg)
+    (out, None)
 }
 
 /// Column maxima of the rows `rows` (starting at row `first`) into `best`,
